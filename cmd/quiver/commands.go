@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+type demoOpts struct {
+	db    string
+	addr  string
+	noWeb bool
+}
+
+func demoCommand() *command {
+	return &command{
+		name:    "demo",
+		summary: "start local servers of several implementations, test them all, show the results",
+		usage:   "[flags]",
+		examples: []string{
+			"quiver demo",
+			"quiver demo --no-web --db /tmp/quiver.db",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &demoOpts{}
+			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` the campaign's results go to")
+			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`address` the dashboard listens on")
+			fs.BoolVar(&o.noWeb, "no-web", false, "print the grid and exit instead of serving the dashboard")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("%w: demo takes no arguments", errUsage)
+			}
+			// The demo is the README's first command, so it must run on a fresh
+			// machine even before every part exists. It says plainly what it
+			// would do and which parts have not landed.
+			fmt.Fprintf(env.stdout, "Quiver %s demo\n\n", version)
+			fmt.Fprintf(env.stdout, "The demo starts local servers (Quiver, quic-go, x/net; ngtcp2 when installed),\n")
+			fmt.Fprintf(env.stdout, "runs the conformance suite against each into %s and serves the dashboard on %s.\n\n", opts.(*demoOpts).db, opts.(*demoOpts).addr)
+			fmt.Fprintf(env.stdout, "Not built yet: the conformance suite (issue 5) and the observatory with its dashboard (issue 7).\n")
+			fmt.Fprintf(env.stdout, "Available now: 'quiver version'; see 'quiver --help'.\n")
+			return nil
+		},
+	}
+}
+
+type testOpts struct {
+	sni, alpn, scenarios       string
+	parallel                   int
+	timeout                    time.Duration
+	jsonFile, junit, artifacts string
+}
+
+func testCommand() *command {
+	return &command{
+		name:    "test",
+		summary: "run the conformance suite against a QUIC server",
+		usage:   "[flags] HOST:PORT",
+		examples: []string{
+			"quiver test 127.0.0.1:4433",
+			"quiver test --alpn h3 --scenarios 'A*,handshake-*' --json report.json quic.example:443",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &testOpts{}
+			fs.StringVar(&o.sni, "sni", "", "TLS server `name` to send (default: the host)")
+			fs.StringVar(&o.alpn, "alpn", "", "application `protocols` to offer, comma-separated (default: discover hq-interop or h3)")
+			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
+			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once")
+			fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each scenario")
+			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")
+			fs.StringVar(&o.junit, "junit", "", "write a JUnit XML report to `file`")
+			fs.StringVar(&o.artifacts, "artifacts", "", "keep per-scenario pcapng, qlog and key log under `dir`")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("%w: test takes one HOST:PORT", errUsage)
+			}
+			return notBuilt(env, "the conformance suite", "issue 5")
+		},
+	}
+}
+
+type serveOpts struct {
+	addr, root, alpn, qlog, keylog, cert, key string
+	retry                                     bool
+}
+
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		summary: "serve files over QUIC with Quiver's engine (hq-interop and HTTP/3)",
+		usage:   "[flags]",
+		examples: []string{
+			"quiver serve --addr 127.0.0.1:4433 --root ./www",
+			"quiver serve --addr 127.0.0.1:4433 --root ./www --alpn h3 --retry --qlog ./qlog --keylog keys.log",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &serveOpts{}
+			fs.StringVar(&o.addr, "addr", "127.0.0.1:4433", "UDP `address` to listen on")
+			fs.StringVar(&o.root, "root", ".", "`directory` whose files are served")
+			fs.StringVar(&o.alpn, "alpn", "hq-interop,h3", "application `protocols`, comma-separated")
+			fs.BoolVar(&o.retry, "retry", false, "validate client addresses with Retry")
+			fs.StringVar(&o.qlog, "qlog", "", "write a qlog file per connection under `dir`")
+			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
+			fs.StringVar(&o.cert, "cert", "", "certificate `file` (PEM); default: a generated self-signed one")
+			fs.StringVar(&o.key, "key", "", "private key `file` (PEM) for --cert")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("%w: serve takes no arguments", errUsage)
+			}
+			return notBuilt(env, "the QUIC server", "issue 3")
+		},
+	}
+}
+
+type getOpts struct {
+	alpn, out, qlog, keylog string
+	insecure                bool
+}
+
+func getCommand() *command {
+	return &command{
+		name:    "get",
+		summary: "download URLs over QUIC with Quiver's engine",
+		usage:   "[flags] URL...",
+		examples: []string{
+			"quiver get https://127.0.0.1:4433/index.html",
+			"quiver get --alpn hq-interop --out ./downloads --keylog keys.log https://127.0.0.1:4433/a https://127.0.0.1:4433/b",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &getOpts{}
+			fs.StringVar(&o.alpn, "alpn", "h3,hq-interop", "application `protocols` to offer, in order of preference")
+			fs.StringVar(&o.out, "out", "", "save each body under `dir` (default: write to standard output)")
+			fs.StringVar(&o.qlog, "qlog", "", "write a qlog file per connection under `dir`")
+			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
+			fs.BoolVar(&o.insecure, "insecure", false, "accept any server certificate")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%w: get takes at least one URL", errUsage)
+			}
+			return notBuilt(env, "the QUIC client", "issue 3")
+		},
+	}
+}
+
+type interopOpts struct {
+	clients, servers, tests, out string
+}
+
+func interopCommand() *command {
+	return &command{
+		name:    "interop",
+		summary: "pair clients and servers of different implementations over emulated links",
+		usage:   "[flags]",
+		examples: []string{
+			"quiver interop --clients quiver,quic-go --servers quic-go,x/net,ngtcp2 --tests handshake,transfer",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &interopOpts{}
+			fs.StringVar(&o.clients, "clients", "all", "client `implementations`, comma-separated")
+			fs.StringVar(&o.servers, "servers", "all", "server `implementations`, comma-separated")
+			fs.StringVar(&o.tests, "tests", "all", "test `cases`, comma-separated")
+			fs.StringVar(&o.out, "out", "interop-results", "`directory` for result.json, the matrix page and logs")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			return notBuilt(env, "the interop runner", "issue 6")
+		},
+	}
+}
+
+type dbOpts struct{ db string }
+
+func trackCommand() *command {
+	return &command{
+		name:    "track",
+		summary: "run and compare campaigns over targets and released versions",
+		usage:   "[flags] run|list|show|diff|changes|sweep [arguments]",
+		examples: []string{
+			"quiver track run --db quiver.db targets.json",
+			"quiver track changes --db quiver.db",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &dbOpts{}
+			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` or PostgreSQL DSN of the result store")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes or sweep", errUsage)
+			}
+			return notBuilt(env, "the observatory", "issue 7")
+		},
+	}
+}
+
+type webOpts struct{ addr, db string }
+
+func webCommand() *command {
+	return &command{
+		name:    "web",
+		summary: "serve the observatory dashboard",
+		usage:   "[flags]",
+		examples: []string{
+			"quiver web --addr 127.0.0.1:8080 --db quiver.db",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &webOpts{}
+			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`address` to listen on")
+			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` or PostgreSQL DSN of the result store")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			return notBuilt(env, "the dashboard", "issue 7")
+		},
+	}
+}
+
+func versionCommand() *command {
+	return &command{
+		name:     "version",
+		summary:  "print Quiver's version",
+		usage:    "",
+		examples: []string{"quiver version"},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			fmt.Fprintf(env.stdout, "quiver %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}
