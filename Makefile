@@ -1,0 +1,38 @@
+# Quiver's build and test entry points. `make test` is the README's test
+# command and what CI runs (.ci/run sets QUIVER_REQUIRE_PEERS=1 so that a
+# missing peer fails the run instead of skipping its tests).
+
+GO ?= go
+GOTEST_FLAGS ?= -timeout 25m
+
+.PHONY: all build test peers vet fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/quiver ./cmd/quiver
+
+# peers installs what the tests talk to: ngtcp2 and tshark from Debian, and
+# the quic-go and x/net peer binaries built from the module proxy.
+peers:
+	./scripts/install-peers
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+test: peers vet build
+	$(GO) test $(GOTEST_FLAGS) ./...
+	cd peers/quicgo && $(GO) vet ./...
+
+# fuzz runs every fuzz target briefly; FUZZTIME=5m for a longer session.
+FUZZTIME ?= 20s
+fuzz:
+	./scripts/fuzz-all $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./quic/... ./h3/...
+
+clean:
+	rm -rf bin
