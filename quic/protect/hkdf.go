@@ -14,24 +14,29 @@ import (
 //
 // It allocates; it is meant for key derivation, not for the per-packet path.
 func ExpandLabel(h func() hash.Hash, secret []byte, label string, length int) []byte {
-	// RFC 8446 §7.1:
-	//   struct {
-	//       uint16 length = Length;
-	//       opaque label<7..255> = "tls13 " + Label;
-	//       opaque context<0..255> = Context;
-	//   } HkdfLabel;
-	const prefix = "tls13 "
-	info := make([]byte, 0, 2+1+len(prefix)+len(label)+1)
-	info = append(info, byte(length>>8), byte(length))
-	info = append(info, byte(len(prefix)+len(label)))
-	info = append(info, prefix...)
-	info = append(info, label...)
-	info = append(info, 0) // empty context
-	out, err := hkdf.Expand(h, secret, string(info), length)
+	out, err := hkdf.Expand(h, secret, string(hkdfLabel(label, length)), length)
 	if err != nil {
 		// Expand fails only when length exceeds 255 hash blocks, which no
 		// QUIC label asks for.
 		panic("protect: HKDF-Expand-Label: " + err.Error())
 	}
 	return out
+}
+
+// hkdfLabel encodes the HkdfLabel structure of RFC 8446 §7.1 with an empty
+// context:
+//
+//	struct {
+//	    uint16 length = Length;
+//	    opaque label<7..255> = "tls13 " + Label;
+//	    opaque context<0..255> = Context;
+//	} HkdfLabel;
+func hkdfLabel(label string, length int) []byte {
+	const prefix = "tls13 "
+	info := make([]byte, 0, 2+1+len(prefix)+len(label)+1)
+	info = append(info, byte(length>>8), byte(length))
+	info = append(info, byte(len(prefix)+len(label)))
+	info = append(info, prefix...)
+	info = append(info, label...)
+	return append(info, 0) // empty context
 }
