@@ -18,13 +18,14 @@ func EncodedPacketNumberLen(full, largestAcked uint64) int {
 	// when nothing was acknowledged. NoPacketNumber+1 wraps to 0, so the
 	// subtraction below covers both cases.
 	numUnacked := full - largestAcked
-	// min_bits = log(num_unacked, 2) + 1; num_bytes = ceil(min_bits / 8).
+	// min_bits = log(num_unacked, 2) + 1; num_bytes = ceil(min_bits / 8),
+	// so k bytes suffice while num_unacked <= 2^(8k-1).
 	switch {
-	case numUnacked < 1<<7:
+	case numUnacked <= 1<<7:
 		return 1
-	case numUnacked < 1<<15:
+	case numUnacked <= 1<<15:
 		return 2
-	case numUnacked < 1<<23:
+	case numUnacked <= 1<<23:
 		return 3
 	default:
 		return 4
