@@ -36,11 +36,7 @@ var errNoKeys = errors.New("protect: 1-RTT keys not installed")
 // InstallRead installs the first 1-RTT read keys from the secret crypto/tls
 // reports in a QUICSetReadSecret event, and precomputes the next phase.
 func (p *KeyPhase) InstallRead(version uint32, suite uint16, secret []byte) error {
-	k, err := NewKeys(version, suite, secret)
-	if err != nil {
-		return err
-	}
-	next, err := k.Next()
+	k, next, err := keysAndNext(version, suite, secret)
 	if err != nil {
 		return err
 	}
@@ -51,16 +47,23 @@ func (p *KeyPhase) InstallRead(version uint32, suite uint16, secret []byte) erro
 // InstallWrite installs the first 1-RTT write keys from the secret crypto/tls
 // reports in a QUICSetWriteSecret event, and precomputes the next phase.
 func (p *KeyPhase) InstallWrite(version uint32, suite uint16, secret []byte) error {
-	k, err := NewKeys(version, suite, secret)
-	if err != nil {
-		return err
-	}
-	next, err := k.Next()
+	k, next, err := keysAndNext(version, suite, secret)
 	if err != nil {
 		return err
 	}
 	p.write, p.nextWrite = k, next
 	return nil
+}
+
+// keysAndNext derives the keys of a secret and of the key phase after it.
+func keysAndNext(version uint32, suite uint16, secret []byte) (k, next *Keys, err error) {
+	if k, err = NewKeys(version, suite, secret); err != nil {
+		return nil, nil, err
+	}
+	if next, err = k.Next(); err != nil {
+		return nil, nil, err
+	}
+	return k, next, nil
 }
 
 // Phase returns the current Key Phase bit (0 or 1) to put in short headers.

@@ -44,6 +44,19 @@ func suiteFor(suite uint16) (suiteParams, error) {
 	return suiteParams{}, fmt.Errorf("%w: 0x%04x", ErrUnsupportedSuite, suite)
 }
 
+// lookup returns the constants of a version and a cipher suite.
+func lookup(version uint32, suite uint16) (*versionParams, suiteParams, error) {
+	p, err := params(version)
+	if err != nil {
+		return nil, suiteParams{}, err
+	}
+	s, err := suiteFor(suite)
+	if err != nil {
+		return nil, suiteParams{}, err
+	}
+	return p, s, nil
+}
+
 // Keys protects the packets of one direction at one encryption level and
 // one key phase: an AEAD, its IV and the header protector. It is built from
 // the (suite, secret) pair that crypto/tls reports in QUICSetReadSecret and
@@ -71,11 +84,7 @@ type Keys struct {
 // key uses the "quic hp" label". Version 2 uses the "quicv2" labels
 // (RFC 9369 §3.3.2).
 func NewKeys(version uint32, suite uint16, secret []byte) (*Keys, error) {
-	p, err := params(version)
-	if err != nil {
-		return nil, err
-	}
-	s, err := suiteFor(suite)
+	p, s, err := lookup(version, suite)
 	if err != nil {
 		return nil, err
 	}
@@ -259,11 +268,7 @@ func (k *Keys) OpenPacket(pkt []byte, hdrLen int, pn uint64) ([]byte, error) {
 // §6.1: "secret_<n+1> = HKDF-Expand-Label(secret_<n>, "quic ku", "",
 // Hash.length)"; version 2 uses "quicv2 ku" (RFC 9369 §3.3.2).
 func NextSecret(version uint32, suite uint16, secret []byte) ([]byte, error) {
-	p, err := params(version)
-	if err != nil {
-		return nil, err
-	}
-	s, err := suiteFor(suite)
+	p, s, err := lookup(version, suite)
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +279,7 @@ func NextSecret(version uint32, suite uint16, secret []byte) ([]byte, error) {
 // protection keys are not updated", so the result shares k's header
 // protector.
 func (k *Keys) Next() (*Keys, error) {
-	p, err := params(k.version)
-	if err != nil {
-		return nil, err
-	}
-	s, err := suiteFor(k.suite)
+	p, s, err := lookup(k.version, k.suite)
 	if err != nil {
 		return nil, err
 	}
