@@ -103,7 +103,8 @@ func (p *KeyPhase) WriteHeader() *HeaderProtector {
 }
 
 // Seal protects a 1-RTT payload with the current write keys (see
-// Keys.Seal). The header must already carry Phase() in its Key Phase bit.
+// Keys.Seal). The header must already carry Phase() in its Key Phase bit,
+// and InstallWrite must have been called.
 func (p *KeyPhase) Seal(dst, header, payload []byte, pn uint64) []byte {
 	return p.write.Seal(dst, header, payload, pn)
 }
