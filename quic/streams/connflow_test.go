@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -72,5 +73,45 @@ func TestConnFlowSendLimits(t *testing.T) {
 	}
 	if _, ok := c.NextDataBlocked(); ok {
 		t.Fatal("DATA_BLOCKED while credit remains")
+	}
+}
+
+// TestFlowControlEnforcedProperty sends random frames on random streams and
+// checks that exactly those that push a stream past its MAX_STREAM_DATA or
+// the connection past its MAX_DATA fail, with FLOW_CONTROL_ERROR, and that a
+// failed frame changes nothing.
+func TestFlowControlEnforcedProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 200; iter++ {
+		connWin := uint64(1 + rng.IntN(20000))
+		c := NewConnFlow(ConnFlowConfig{Window: connWin})
+		var rs [4]*RecvStream
+		var wins [4]uint64
+		for i := range rs {
+			wins[i] = uint64(1 + rng.IntN(8000))
+			rs[i] = NewRecvStream(RecvConfig{Window: wins[i]}, c)
+		}
+		for step := 0; step < 50; step++ {
+			i := rng.IntN(len(rs))
+			r := rs[i]
+			off := rng.Uint64N(wins[i] + 100)
+			n := rng.IntN(1500)
+			end := off + uint64(n)
+			growth := uint64(0)
+			if end > r.HighestOffset() {
+				growth = end - r.HighestOffset()
+			}
+			wantErr := end > wins[i] || c.Received()+growth > connWin
+			before := c.Received()
+			err := r.OnStreamFrame(off, pattern(n), false)
+			if wantErr {
+				wantCode(t, err, FlowControlError)
+				if c.Received() != before {
+					t.Fatal("a rejected frame was counted")
+				}
+			} else if err != nil {
+				t.Fatalf("frame [%d,%d) on window %d, connection %d/%d: %v", off, end, wins[i], before, connWin, err)
+			}
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package streams
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Transport error codes from RFC 9000 §20.1 that this package reports.
 const (
@@ -61,3 +64,11 @@ func errorf(code uint64, format string, args ...any) *Error {
 // the largest stream offset: "The largest offset delivered on a stream --
 // the sum of the offset and data length -- cannot exceed 2^62-1" (§19.8).
 const maxVarint = 1<<62 - 1
+
+// stateName returns the RFC 9000 §3 name of state i of an enum.
+func stateName(names []string, i int, typ string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return typ + "(" + strconv.Itoa(i) + ")"
+}

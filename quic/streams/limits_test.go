@@ -121,7 +121,6 @@ func TestStreamLimitsOnPeerStream(t *testing.T) {
 	}
 }
 
-
 func TestStreamLimitsMaxStreamsCredit(t *testing.T) {
 	l := NewStreamLimits(StreamLimitsConfig{MaxBidi: 4})
 	open := func(id uint64) {

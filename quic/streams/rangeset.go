@@ -103,12 +103,3 @@ func (s rangeSet) prefix(from uint64) uint64 {
 	}
 	return from
 }
-
-// size returns the number of bytes in the set.
-func (s rangeSet) size() uint64 {
-	var n uint64
-	for _, sp := range s {
-		n += sp.end - sp.start
-	}
-	return n
-}

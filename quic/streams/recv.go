@@ -17,12 +17,7 @@ const (
 
 var recvStateNames = [...]string{"Recv", "Size Known", "Data Recvd", "Data Read", "Reset Recvd", "Reset Read"}
 
-func (s RecvState) String() string {
-	if int(s) < len(recvStateNames) {
-		return recvStateNames[s]
-	}
-	return "RecvState(?)"
-}
+func (s RecvState) String() string { return stateName(recvStateNames[:], int(s), "RecvState") }
 
 // RecvConfig sets up a RecvStream.
 type RecvConfig struct {

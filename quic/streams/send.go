@@ -15,12 +15,7 @@ const (
 
 var sendStateNames = [...]string{"Ready", "Send", "Data Sent", "Data Recvd", "Reset Sent", "Reset Recvd"}
 
-func (s SendState) String() string {
-	if int(s) < len(sendStateNames) {
-		return sendStateNames[s]
-	}
-	return "SendState(?)"
-}
+func (s SendState) String() string { return stateName(sendStateNames[:], int(s), "SendState") }
 
 // SendConfig sets up a SendStream.
 type SendConfig struct {
