@@ -1,0 +1,189 @@
+package quic
+
+import (
+	"crypto/tls"
+	"io"
+	"time"
+
+	"github.com/quiver-quic/quiver/qlog"
+)
+
+// QUIC versions the engine speaks.
+const (
+	// Version1 is QUIC version 1 (RFC 9000).
+	Version1 uint32 = 0x00000001
+	// Version2 is QUIC version 2 (RFC 9369).
+	Version2 uint32 = 0x6b3343cf
+)
+
+// CongestionControl names a congestion controller.
+type CongestionControl string
+
+// Congestion controllers the engine implements.
+const (
+	NewReno CongestionControl = "reno"
+	Cubic   CongestionControl = "cubic"
+)
+
+// A Config configures an Endpoint or a connection. A nil Config is not
+// valid for Listen or Dial: TLSConfig is required. Zero values of the other
+// fields select the defaults documented on each field.
+type Config struct {
+	// TLSConfig configures TLS 1.3. It must set NextProtos (ALPN); a server
+	// configuration must carry certificates. MinVersion is forced to TLS 1.3.
+	TLSConfig *tls.Config
+
+	// Versions lists the QUIC versions in order of preference. A client
+	// starts with the first one; a server accepts any of them. The default
+	// is [Version1, Version2] for a server and [Version1] for a client.
+	Versions []uint32
+
+	// MaxIdleTimeout is the max_idle_timeout transport parameter.
+	// Default 30s. A negative value disables the idle timeout.
+	MaxIdleTimeout time.Duration
+	// InitialMaxData is the connection-level flow-control limit offered to
+	// the peer. Default 16 MiB.
+	InitialMaxData uint64
+	// InitialMaxStreamData is the per-stream flow-control limit offered to
+	// the peer, for every kind of stream. Default 4 MiB.
+	InitialMaxStreamData uint64
+	// MaxBidiStreams and MaxUniStreams are the number of concurrent
+	// streams the peer may open. Default 100 each; a negative value means 0.
+	MaxBidiStreams int64
+	MaxUniStreams  int64
+	// AckDelayExponent is the ack_delay_exponent transport parameter.
+	// Default 3.
+	AckDelayExponent uint8
+	// MaxAckDelay is the max_ack_delay transport parameter. Default 25ms.
+	MaxAckDelay time.Duration
+	// ActiveConnectionIDLimit is the active_connection_id_limit transport
+	// parameter. Default 4.
+	ActiveConnectionIDLimit uint64
+	// MaxUDPPayloadSize is the max_udp_payload_size transport parameter.
+	// Default 1452 for the parameter; the engine sends at most 1200-byte
+	// datagrams until path MTU discovery lands.
+	MaxUDPPayloadSize uint64
+
+	// RequireRetry makes a server answer every Initial without a valid
+	// token with a Retry packet (RFC 9000 §8.1.2).
+	RequireRetry bool
+
+	// Congestion selects the congestion controller. Default Cubic.
+	Congestion CongestionControl
+
+	// Tracer, when set, is called once per connection and returns a qlog
+	// recorder for it (or nil for none). odcid is the original destination
+	// connection ID chosen by the client.
+	Tracer func(odcid []byte, isClient bool) qlog.Recorder
+
+	// KeyLog, when set, receives every TLS secret in SSLKEYLOGFILE format,
+	// including CLIENT_EARLY_TRAFFIC_SECRET.
+	KeyLog io.Writer
+
+	// Probe holds test hooks. Production code leaves it nil.
+	Probe *Probe
+}
+
+const (
+	defaultMaxIdleTimeout       = 30 * time.Second
+	defaultInitialMaxData       = 16 << 20
+	defaultInitialMaxStreamData = 4 << 20
+	defaultMaxStreams           = 100
+	defaultAckDelayExponent     = 3
+	defaultMaxAckDelay          = 25 * time.Millisecond
+	defaultActiveCIDLimit       = 4
+	defaultMaxUDPPayloadSize    = 1452
+
+	// maxDatagramSize is the size of the datagrams the engine sends. RFC
+	// 9000 §14: every path supports at least 1200 bytes; DPLPMTUD would
+	// raise this.
+	maxDatagramSize = 1200 + 252
+	// minInitialDatagramSize is RFC 9000 §14.1: "A client MUST expand the
+	// payload of all UDP datagrams carrying Initial packets to at least the
+	// smallest allowed maximum datagram size of 1200 bytes".
+	minInitialDatagramSize = 1200
+	// connIDLen is the length of the connection IDs the engine issues.
+	connIDLen = 8
+)
+
+func (c *Config) maxIdleTimeout() time.Duration {
+	switch {
+	case c.MaxIdleTimeout == 0:
+		return defaultMaxIdleTimeout
+	case c.MaxIdleTimeout < 0:
+		return 0
+	}
+	return c.MaxIdleTimeout
+}
+
+func (c *Config) initialMaxData() uint64 {
+	if c.InitialMaxData == 0 {
+		return defaultInitialMaxData
+	}
+	return c.InitialMaxData
+}
+
+func (c *Config) initialMaxStreamData() uint64 {
+	if c.InitialMaxStreamData == 0 {
+		return defaultInitialMaxStreamData
+	}
+	return c.InitialMaxStreamData
+}
+
+func streamsOrDefault(n int64) uint64 {
+	switch {
+	case n == 0:
+		return defaultMaxStreams
+	case n < 0:
+		return 0
+	}
+	return uint64(n)
+}
+
+func (c *Config) maxBidiStreams() uint64 { return streamsOrDefault(c.MaxBidiStreams) }
+func (c *Config) maxUniStreams() uint64  { return streamsOrDefault(c.MaxUniStreams) }
+
+func (c *Config) ackDelayExponent() uint8 {
+	if c.AckDelayExponent == 0 {
+		return defaultAckDelayExponent
+	}
+	return c.AckDelayExponent
+}
+
+func (c *Config) maxAckDelay() time.Duration {
+	if c.MaxAckDelay == 0 {
+		return defaultMaxAckDelay
+	}
+	return c.MaxAckDelay
+}
+
+func (c *Config) activeCIDLimit() uint64 {
+	if c.ActiveConnectionIDLimit < 2 {
+		return defaultActiveCIDLimit
+	}
+	return c.ActiveConnectionIDLimit
+}
+
+func (c *Config) maxUDPPayloadSize() uint64 {
+	if c.MaxUDPPayloadSize == 0 {
+		return defaultMaxUDPPayloadSize
+	}
+	return c.MaxUDPPayloadSize
+}
+
+func (c *Config) versions(isClient bool) []uint32 {
+	if len(c.Versions) > 0 {
+		return c.Versions
+	}
+	if isClient {
+		return []uint32{Version1}
+	}
+	return []uint32{Version1, Version2}
+}
+
+func (c *Config) congestion() CongestionControl {
+	if c.Congestion == "" {
+		return Cubic
+	}
+	return c.Congestion
+}

@@ -1,0 +1,186 @@
+package quic
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/quiver-quic/quiver/qlog"
+)
+
+// A Conn is a QUIC connection. Its state belongs to one goroutine, the
+// connection loop; the methods of Conn and Stream talk to that loop
+// through channels and wake-ups, and are safe for concurrent use.
+type Conn struct {
+	ep           *Endpoint
+	config       *Config
+	isClient     bool
+	ownsEndpoint bool
+	peerAddr     netip.AddrPort
+	probe        *Probe
+	qlog         qlog.Recorder
+
+	// Channels into the loop.
+	recvq chan *datagram
+	wakec chan struct{}
+	msgc  chan func(now time.Time)
+
+	// Closed by the loop.
+	handshakeDone chan struct{}
+	loopDone      chan struct{}
+	closeErr      error // set before loopDone closes
+
+	// mu guards the stream state (buffers, flow control, accept queues,
+	// send queues), which Stream methods touch from other goroutines, and
+	// the TLS state snapshot.
+	mu         sync.Mutex
+	acceptWake chan struct{}
+	tlsState   tls.ConnectionState
+	alpn       string
+
+	// Everything below belongs to the loop.
+	connState
+}
+
+// deliver queues a received datagram for the loop. When the loop lags so
+// far behind that its queue is full the datagram is dropped, as the
+// network would.
+func (c *Conn) deliver(d *datagram) {
+	select {
+	case c.recvq <- d:
+	default:
+		d.release()
+	}
+}
+
+// wake makes the loop run a turn soon.
+func (c *Conn) wake() {
+	select {
+	case c.wakec <- struct{}{}:
+	default:
+	}
+}
+
+// run executes f on the loop and waits for it. It returns false if the
+// loop has ended.
+func (c *Conn) run(ctx context.Context, f func(now time.Time)) bool {
+	done := make(chan struct{})
+	g := func(now time.Time) {
+		f(now)
+		close(done)
+	}
+	select {
+	case c.msgc <- g:
+	case <-c.loopDone:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-c.loopDone:
+		return false
+	}
+}
+
+// post executes f on the loop without waiting.
+func (c *Conn) post(f func(now time.Time)) {
+	select {
+	case c.msgc <- f:
+	case <-c.loopDone:
+	}
+}
+
+// abort closes the connection with err from outside the loop.
+func (c *Conn) abort(err error) {
+	c.post(func(now time.Time) { c.closeLocal(now, err) })
+}
+
+// Close closes the connection with an application error code and
+// reason, and waits until the CONNECTION_CLOSE has been sent. Code 0 with
+// an empty reason is a normal close.
+func (c *Conn) Close(code uint64, reason string) error {
+	c.abort(&ApplicationError{Code: code, Reason: reason})
+	select {
+	case <-c.closing.sentSignal:
+	case <-c.loopDone:
+	}
+	if c.ownsEndpoint {
+		c.ep.Close()
+	}
+	return nil
+}
+
+// kill ends the loop at once, after a close.
+func (c *Conn) kill() {
+	c.post(func(now time.Time) {
+		if !c.closing.active() {
+			c.closeLocal(now, &ApplicationError{})
+			c.closing.maybeSend(now, c)
+		}
+		c.closing.done = true
+	})
+}
+
+// CloseWithError closes the connection with a transport error; it exists
+// for probes and tests that close like a misbehaving peer would.
+func (c *Conn) CloseWithError(err *TransportError) error {
+	c.abort(err)
+	select {
+	case <-c.closing.sentSignal:
+	case <-c.loopDone:
+	}
+	return nil
+}
+
+// Done is closed when the connection has ended; Err then tells why.
+func (c *Conn) Done() <-chan struct{} { return c.loopDone }
+
+// Err returns why the connection ended, or nil while it is alive.
+func (c *Conn) Err() error {
+	select {
+	case <-c.loopDone:
+		return c.closeErr
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until the connection has ended or ctx is done, and returns
+// the reason it ended: *TransportError, *ApplicationError,
+// IdleTimeoutError, ...
+func (c *Conn) Wait(ctx context.Context) error {
+	select {
+	case <-c.loopDone:
+		return c.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ALPN returns the negotiated application protocol.
+func (c *Conn) ALPN() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.alpn
+}
+
+// ConnectionState returns the TLS state of the connection.
+func (c *Conn) ConnectionState() tls.ConnectionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tlsState
+}
+
+// LocalAddr returns the local address.
+func (c *Conn) LocalAddr() net.Addr { return c.ep.Addr() }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return net.UDPAddrFromAddrPort(c.peerAddr) }
+
+// IsClient reports whether this is the client side of the connection.
+func (c *Conn) IsClient() bool { return c.isClient }

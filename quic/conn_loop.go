@@ -1,0 +1,266 @@
+package quic
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"net/netip"
+	"time"
+
+	"github.com/quiver-quic/quiver/keylog"
+	"github.com/quiver-quic/quiver/quic/protect"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// connState is the state owned by the connection loop.
+type connState struct {
+	version uint32
+	tls     *tls.QUICConn
+	spaces  [numSpaces]packetSpace
+	appKeys protect.KeyPhase
+
+	clientRandom []byte
+	keyLog       *keylog.Writer
+	parser       wire.Parser
+	ackRanges    []wire.AckRange
+
+	// Connection IDs (RFC 9000 §5.1, §7.3).
+	origDCID      []byte // DCID of the client's first Initial
+	initialDCID   []byte // DCID the Initial keys derive from (the Retry SCID after a Retry)
+	retrySCID     []byte // SCID of the Retry the client accepted
+	retryToken    []byte // token to carry in Initials after a Retry
+	localCID      []byte // our current SCID
+	peerCID       []byte // DCID we send to
+	peerInitSCID  []byte // SCID of the peer's first packet
+	gotPeerPacket bool
+	gotRetry      bool
+	gotVN         bool
+	cids          cidState
+
+	peerParams   transportParams
+	havePeerTP   bool
+	sentHSPacket bool // client: sent a Handshake packet (discard Initial keys)
+
+	handshakeComplete    bool
+	handshakeConfirmed   bool
+	handshakeDonePending bool
+	addrValidated        bool   // server: peer address validated (§8.1)
+	bytesRecv, bytesSent uint64 // before validation, for the 3x limit
+
+	idleTimeout  time.Duration
+	lastActivity time.Time
+	// lastAckEliciting is when we first sent an ack-eliciting packet
+	// after last receiving one (RFC 9000 §10.1 idle restart).
+	lastAckElicitingSent time.Time
+
+	loss     lossState
+	streams  streamsState
+	closing  closeState
+	timer    *time.Timer
+	timerAt  time.Time
+	sendBuf  []byte
+	frameBuf []byte
+	probeRT  probeRuntime
+}
+
+// newConnWith creates a connection and starts its loop. setup, when not
+// nil, fills the server's view of the client's first Initial.
+func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, setup func(*Conn), first *datagram) (*Conn, error) {
+	c := &Conn{
+		ep:            ep,
+		config:        cfg,
+		isClient:      isClient,
+		peerAddr:      peer,
+		probe:         cfg.Probe,
+		recvq:         make(chan *datagram, 512),
+		wakec:         make(chan struct{}, 1),
+		msgc:          make(chan func(time.Time), 16),
+		handshakeDone: make(chan struct{}),
+		loopDone:      make(chan struct{}),
+		acceptWake:    make(chan struct{}, 1),
+	}
+	c.closing.sentSignal = make(chan struct{})
+	for i := range c.spaces {
+		c.spaces[i].init(spaceID(i))
+		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
+	}
+	now := time.Now()
+	c.lastActivity = now
+	c.idleTimeout = cfg.maxIdleTimeout()
+	c.localCID = newCID()
+	c.sendBuf = make([]byte, 0, maxDatagramSize+64)
+	if cfg.KeyLog != nil {
+		c.keyLog = keylog.NewWriter(cfg.KeyLog)
+	}
+	if isClient {
+		c.version = cfg.versions(true)[0]
+		c.origDCID = make([]byte, 8)
+		rand.Read(c.origDCID)
+		c.peerCID = c.origDCID
+		c.initialDCID = c.origDCID
+	} else if setup != nil {
+		setup(c)
+	}
+	if cfg.Tracer != nil {
+		c.qlog = cfg.Tracer(c.origDCID, isClient)
+	}
+	c.loss.init(c, now)
+	c.streams.init(c)
+	c.cids.init(c)
+	ep.register(c.localCID, c)
+	if !isClient {
+		// Route further Initials the client sends to its chosen DCID.
+		ep.register(c.initialDCID, c)
+	}
+	go c.loop(now, first)
+	return c, nil
+}
+
+func newCID() []byte {
+	b := make([]byte, connIDLen)
+	rand.Read(b)
+	return b
+}
+
+// loop is the connection's goroutine.
+func (c *Conn) loop(now time.Time, first *datagram) {
+	defer c.finish()
+	c.timer = time.NewTimer(time.Hour)
+	defer c.timer.Stop()
+	if err := c.installInitialKeys(c.initialDCID); err != nil {
+		c.closeErr = err
+		return
+	}
+	c.qlogStarted(now)
+	if err := c.startTLS(now); err != nil {
+		c.closeLocal(now, err)
+	}
+	if first != nil {
+		c.handleDatagram(now, first)
+	}
+	for {
+		c.onTimers(now)
+		if c.closing.done {
+			return
+		}
+		c.sendPackets(now)
+		if c.closing.done {
+			return
+		}
+		c.armTimer(now)
+		select {
+		case d := <-c.recvq:
+			now = time.Now()
+			c.handleDatagram(now, d)
+			// Take what else has arrived before sending, so that one
+			// ACK covers a burst.
+			for i := 0; i < 64; i++ {
+				select {
+				case d := <-c.recvq:
+					c.handleDatagram(now, d)
+					continue
+				default:
+				}
+				break
+			}
+		case <-c.timer.C:
+			c.timerAt = time.Time{}
+			now = time.Now()
+		case <-c.wakec:
+			now = time.Now()
+		case f := <-c.msgc:
+			now = time.Now()
+			f(now)
+		}
+	}
+}
+
+// armTimer sets the loop timer to the earliest deadline.
+func (c *Conn) armTimer(now time.Time) {
+	next := c.nextDeadline(now)
+	if next.IsZero() {
+		next = now.Add(time.Hour)
+	}
+	if next.Equal(c.timerAt) {
+		return
+	}
+	c.timerAt = next
+	d := next.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	c.timer.Reset(d)
+}
+
+// nextDeadline returns the earliest time something must happen.
+func (c *Conn) nextDeadline(now time.Time) time.Time {
+	var t time.Time
+	add := func(x time.Time) {
+		if !x.IsZero() && (t.IsZero() || x.Before(t)) {
+			t = x
+		}
+	}
+	if c.closing.active() {
+		add(c.closing.deadline)
+		return t
+	}
+	add(c.idleDeadline())
+	add(c.loss.deadline())
+	for i := range c.spaces {
+		add(c.spaces[i].acks.deadline())
+	}
+	add(c.loss.pacerDeadline(now, c))
+	return t
+}
+
+// idleDeadline is when the idle timer fires. RFC 9000 §10.1: "each
+// endpoint advertises a max_idle_timeout, but the effective value at an
+// endpoint is computed as the minimum of the two advertised values ... To
+// avoid excessively small idle timeout periods, endpoints MUST increase
+// the idle timeout period to be at least three times the current Probe
+// Timeout (PTO)."
+func (c *Conn) idleDeadline() time.Time {
+	d := c.idleTimeout
+	if c.havePeerTP && c.peerParams.maxIdleTimeout > 0 && (d == 0 || c.peerParams.maxIdleTimeout < d) {
+		d = c.peerParams.maxIdleTimeout
+	}
+	if d == 0 {
+		return time.Time{}
+	}
+	if p := 3 * c.loss.pto(); d < p {
+		d = p
+	}
+	return c.lastActivity.Add(d)
+}
+
+// onTimers handles every deadline that has passed.
+func (c *Conn) onTimers(now time.Time) {
+	if c.closing.active() {
+		if !now.Before(c.closing.deadline) {
+			c.closing.done = true
+		}
+		return
+	}
+	if t := c.idleDeadline(); !t.IsZero() && !now.Before(t) {
+		// RFC 9000 §10.1: "If a max_idle_timeout is specified by either
+		// endpoint ... the connection is silently closed and its state is
+		// discarded when it remains idle".
+		c.closeErr = IdleTimeoutError{}
+		c.closing.done = true
+		return
+	}
+	c.loss.onTimer(now, c)
+}
+
+// finish runs when the loop exits.
+func (c *Conn) finish() {
+	if c.closeErr == nil {
+		c.closeErr = ErrClosed
+	}
+	c.qlogClosed()
+	if c.tls != nil {
+		c.tls.Close()
+	}
+	c.ep.forget(c)
+	c.streams.closeAll(c.closeErr)
+	close(c.loopDone)
+}

@@ -1,0 +1,297 @@
+package quic
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/protect"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// handleDatagram processes every packet coalesced in a datagram.
+func (c *Conn) handleDatagram(now time.Time, d *datagram) {
+	defer d.release()
+	if c.closing.done {
+		return
+	}
+	if c.probe != nil && c.probe.DropIncoming != nil && c.probe.DropIncoming(d.b) {
+		return
+	}
+	if !c.isClient && !c.addrValidated {
+		c.bytesRecv += uint64(len(d.b))
+	}
+	b := d.b
+	var firstDCID []byte
+	for len(b) > 0 {
+		n := c.handlePacket(now, b, len(d.b), &firstDCID)
+		if n <= 0 || c.closing.done {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// handlePacket processes the packet at the start of b and returns its
+// length, or 0 when the rest of the datagram must be dropped.
+func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, firstDCID *[]byte) int {
+	h, err := wire.ParseHeader(b, connIDLen)
+	if err != nil {
+		return 0
+	}
+	// RFC 9000 §12.2: "receivers SHOULD ignore any subsequent packets with
+	// a different Destination Connection ID than the first packet in the
+	// datagram".
+	if *firstDCID == nil {
+		*firstDCID = h.DCID
+	} else if !bytes.Equal(*firstDCID, h.DCID) {
+		return 0
+	}
+	if c.closing.active() {
+		c.closing.onPacketWhileClosing(now, c)
+		return h.PacketLen
+	}
+	switch h.Type {
+	case wire.PacketTypeVersionNegotiation:
+		c.handleVersionNegotiation(now, &h)
+		return 0
+	case wire.PacketTypeRetry:
+		c.handleRetry(now, b[:h.PacketLen], &h)
+		return 0
+	case wire.PacketType0RTT:
+		return h.PacketLen // 0-RTT is not accepted yet: drop.
+	}
+	if h.Long && uint32(h.Version) != c.version {
+		return h.PacketLen
+	}
+	var space spaceID
+	switch h.Type {
+	case wire.PacketTypeInitial:
+		space = initialSpace
+	case wire.PacketTypeHandshake:
+		space = handshakeSpace
+	case wire.PacketType1RTT:
+		space = appSpace
+	default:
+		return h.PacketLen
+	}
+	sp := &c.spaces[space]
+	if sp.discarded {
+		return h.PacketLen
+	}
+	pkt := b[:h.PacketLen]
+	var hp *protect.HeaderProtector
+	if space == appSpace {
+		hp = c.appKeys.ReadHeader()
+	} else if sp.readKeys != nil {
+		hp = sp.readKeys.HeaderProtector()
+	}
+	if hp == nil {
+		// Keys not yet available, e.g. a Handshake packet that overtook
+		// the Initial. The peer will retransmit.
+		return h.PacketLen
+	}
+	pnLen, err := hp.Remove(pkt, h.PNOffset, h.Long)
+	if err != nil {
+		return h.PacketLen
+	}
+	pn := wire.DecodePacketNumber(sp.largestRecv, wire.ReadPacketNumber(pkt[h.PNOffset:], pnLen), pnLen*8)
+	hdrLen := h.PNOffset + pnLen
+	var payload []byte
+	if space == appSpace {
+		var updated bool
+		payload, updated, err = c.appKeys.Open(pkt[hdrLen:hdrLen], pkt[:hdrLen], pkt[hdrLen:], pn, boolBit(wire.KeyPhase(pkt[0])))
+		if err == nil && updated {
+			c.qlogKeyUpdated(now, 0, true, "remote_update")
+		}
+	} else {
+		payload, err = sp.readKeys.OpenPacket(pkt, hdrLen, pn)
+	}
+	if err != nil {
+		// RFC 9000 §12.2 / RFC 9001 §5.5: packets that fail to decrypt
+		// are discarded.
+		return h.PacketLen
+	}
+	// RFC 9000 §17.2 / §17.3.1: "An endpoint MUST treat receipt of a
+	// packet that has a non-zero value for these bits after removing both
+	// packet and header protection as a connection error of type
+	// PROTOCOL_VIOLATION."
+	if wire.ReservedBits(pkt[0], h.Long) != 0 {
+		c.closeLocal(now, localTransportError(wire.ProtocolViolation, 0, "RFC 9000 §17.2: reserved bits set"))
+		return 0
+	}
+	if sp.acks.isDuplicate(pn) {
+		return h.PacketLen
+	}
+	if pn > sp.largestRecv || sp.largestRecv == wire.NoPacketNumber {
+		sp.largestRecv = pn
+	}
+	if c.isClient && !c.gotPeerPacket && h.Long {
+		// RFC 9000 §7.2: "the client MUST change the Destination
+		// Connection ID it uses for sending packets in response to only
+		// the first received Initial or Retry packet" to the server's SCID.
+		c.gotPeerPacket = true
+		c.peerCID = append([]byte(nil), h.SCID...)
+		c.peerInitSCID = c.peerCID
+	}
+	if !c.isClient && space == handshakeSpace {
+		// RFC 9000 §8.1: "an endpoint can consider the peer address
+		// validated" once it processes a Handshake packet. RFC 9001 §4.9.1:
+		// "a server MUST discard Initial keys when it first successfully
+		// processes a Handshake packet".
+		c.addrValidated = true
+		c.discardSpace(now, initialSpace)
+	}
+	c.lastActivity = now
+	c.lastAckElicitingSent = time.Time{}
+	info := recvPacketInfo{space: space, pn: pn, typ: h.Type, size: len(pkt), dgramSize: dgramSize, header: &h}
+	ackEliciting, ok := c.handleFrames(now, &info, payload)
+	if !ok {
+		return 0
+	}
+	sp.acks.onReceived(now, pn, ackEliciting, c)
+	if c.probe != nil && c.probe.OnPacketReceived != nil {
+		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, Payload: payload})
+	}
+	return h.PacketLen
+}
+
+func boolBit(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type recvPacketInfo struct {
+	space     spaceID
+	pn        uint64
+	typ       wire.PacketType
+	size      int
+	dgramSize int
+	header    *wire.Header
+}
+
+// handleFrames dispatches every frame in a packet payload. It returns
+// whether the packet was ack-eliciting and whether processing may go on.
+func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte) (ackEliciting, ok bool) {
+	if len(payload) == 0 {
+		// RFC 9000 §12.4: "An endpoint MUST treat receipt of a packet
+		// containing no frames as a connection error of type
+		// PROTOCOL_VIOLATION."
+		c.closeLocal(now, localTransportError(wire.ProtocolViolation, 0, "RFC 9000 §12.4: packet without frames"))
+		return false, false
+	}
+	c.qlogPacketReceived(now, info, payload)
+	p := &c.parser
+	for len(payload) > 0 {
+		f, n, err := p.Parse(payload)
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				c.closeLocal(now, &TransportError{Code: we.Code, FrameType: uint64(we.FrameType), Reason: we.Reason})
+			} else {
+				c.closeLocal(now, localTransportError(wire.FrameEncodingError, 0, "%v", err))
+			}
+			return false, false
+		}
+		payload = payload[n:]
+		t := f.Type()
+		// RFC 9000 §12.4: "An endpoint MUST treat receipt of a frame in a
+		// packet type that is not permitted as a connection error of type
+		// PROTOCOL_VIOLATION."
+		if !t.AllowedIn(info.typ) {
+			c.closeLocal(now, localTransportError(wire.ProtocolViolation, uint64(t), "RFC 9000 §12.4: %v frame not permitted in %v packet", t, info.typ))
+			return false, false
+		}
+		if t.AckEliciting() {
+			ackEliciting = true
+		}
+		if err := c.handleFrame(now, info, f); err != nil {
+			c.closeLocal(now, err)
+			return false, false
+		}
+		if c.closing.active() {
+			return ackEliciting, false
+		}
+	}
+	return ackEliciting, true
+}
+
+// handleFrame acts on one frame.
+func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) error {
+	switch f := f.(type) {
+	case *wire.PaddingFrame, *wire.PingFrame:
+	case *wire.AckFrame:
+		return c.handleAck(now, info.space, f)
+	case *wire.CryptoFrame:
+		return c.handleCrypto(now, info.space, f)
+	case *wire.HandshakeDoneFrame:
+		// RFC 9000 §19.20: "A server MUST treat receipt of a
+		// HANDSHAKE_DONE frame as a connection error of type
+		// PROTOCOL_VIOLATION."
+		if !c.isClient {
+			return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.20: HANDSHAKE_DONE sent by a client")
+		}
+		// RFC 9001 §4.1.2: "At the client, the handshake is considered
+		// confirmed when a HANDSHAKE_DONE frame is received."
+		c.confirmHandshake(now)
+	case *wire.ConnectionCloseFrame:
+		c.handlePeerClose(now, f)
+	case *wire.NewTokenFrame:
+		// RFC 9000 §19.7: "A server MUST treat receipt of a NEW_TOKEN
+		// frame as a connection error of type PROTOCOL_VIOLATION."
+		if !c.isClient {
+			return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.7: NEW_TOKEN sent by a client")
+		}
+	case *wire.NewConnectionIDFrame:
+		return c.cids.onNewConnectionID(now, f)
+	case *wire.RetireConnectionIDFrame:
+		return c.cids.onRetireConnectionID(now, f)
+	case *wire.PathChallengeFrame:
+		c.cids.pathResponse = append(c.cids.pathResponse, f.Data)
+	case *wire.PathResponseFrame:
+		// Path validation is not initiated yet; nothing to match.
+	case *wire.StreamFrame:
+		return c.streams.onStream(now, f)
+	case *wire.ResetStreamFrame:
+		return c.streams.onResetStream(now, f)
+	case *wire.StopSendingFrame:
+		return c.streams.onStopSending(now, f)
+	case *wire.MaxDataFrame:
+		c.streams.onMaxData(f.Maximum)
+	case *wire.MaxStreamDataFrame:
+		return c.streams.onMaxStreamData(f)
+	case *wire.MaxStreamsFrame:
+		return c.streams.onMaxStreams(f)
+	case *wire.DataBlockedFrame, *wire.StreamDataBlockedFrame, *wire.StreamsBlockedFrame:
+		// Informational; our credit policy does not depend on them.
+	default:
+		// DATAGRAM, ACK_FREQUENCY and IMMEDIATE_ACK are not negotiated.
+		// RFC 9221 §3 / draft-ietf-quic-ack-frequency: receiving them
+		// unnegotiated is a PROTOCOL_VIOLATION.
+		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "frame %v not negotiated", f.Type())
+	}
+	return nil
+}
+
+// handleCrypto feeds CRYPTO data to TLS in order.
+func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) error {
+	sp := &c.spaces[space]
+	ready, exceeded := sp.crypto.receive(f.Offset, f.Data)
+	if exceeded {
+		return localTransportError(wire.CryptoBufferExceeded, uint64(f.Type()), "RFC 9000 §7.5: CRYPTO data beyond %d bytes of buffer", maxCryptoBuffer)
+	}
+	for _, b := range ready {
+		if !c.isClient && space == initialSpace && c.clientRandom == nil {
+			c.clientRandom = helloRandom(b)
+		}
+		if err := c.tls.HandleData(space.tlsLevel(), b); err != nil {
+			return c.tlsError(err)
+		}
+	}
+	if len(ready) > 0 {
+		return c.handleTLSEvents(now)
+	}
+	return nil
+}

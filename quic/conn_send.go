@@ -1,0 +1,480 @@
+package quic
+
+import (
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/recovery"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// maxDatagramsPerTurn bounds how many datagrams one loop turn sends, so
+// that received packets (ACKs) get processed between bursts.
+const maxDatagramsPerTurn = 64
+
+// builtPacket is a packet of the datagram being assembled, not yet
+// sealed.
+type builtPacket struct {
+	space    spaceID
+	start    int // offset of the first header byte in the datagram
+	pnOff    int // offset of the packet number
+	lenOff   int // offset of the Length field; -1 for short headers
+	end      int // end of the plaintext payload
+	pn       uint64
+	ackElic  bool
+	inFlight bool
+	hasAck   bool
+	largest  uint64
+}
+
+// sendPackets sends what the connection has to send: close packets when
+// closing, else datagrams until nothing is left or a limit is hit.
+func (c *Conn) sendPackets(now time.Time) {
+	if c.closing.active() {
+		c.closing.maybeSend(now, c)
+		return
+	}
+	for i := 0; i < maxDatagramsPerTurn; i++ {
+		b := c.buildDatagram(now)
+		if len(b) == 0 {
+			return
+		}
+		c.writeDatagram(b)
+	}
+}
+
+// writeDatagram hands a sealed datagram to the socket, through the probe
+// hook.
+func (c *Conn) writeDatagram(b []byte) {
+	if c.probe != nil && c.probe.OnSendDatagram != nil {
+		out := c.probe.OnSendDatagram(b)
+		for _, d := range out {
+			c.ep.writeTo(d, c.peerAddr)
+		}
+		return
+	}
+	c.ep.writeTo(b, c.peerAddr)
+}
+
+// amplificationAllowance is how many bytes the server may still send
+// before the client's address is validated. RFC 9000 §8.1: "Prior to
+// validating the client address, servers MUST NOT send more than three
+// times as many bytes as the number of bytes they have received."
+func (c *Conn) amplificationAllowance() int {
+	if c.isClient || c.addrValidated {
+		return maxDatagramSize
+	}
+	limit := 3 * c.bytesRecv
+	if c.bytesSent >= limit {
+		return 0
+	}
+	return int(min(limit-c.bytesSent, maxDatagramSize))
+}
+
+// buildDatagram assembles and seals one datagram into c.sendBuf. It
+// returns nil when there is nothing to send.
+func (c *Conn) buildDatagram(now time.Time) []byte {
+	limit := c.amplificationAllowance()
+	if limit < 64 {
+		c.loss.ld.SetAmplificationLimited(true, now)
+		return nil
+	}
+	cwndOK := c.loss.ld.CanSend()
+	buf := c.sendBuf[:0]
+	var pkts [numSpaces]builtPacket
+	n := 0
+	hasInitial := false
+	for sp := initialSpace; sp < numSpaces; sp++ {
+		room := limit - len(buf)
+		if room < 64 {
+			break
+		}
+		if n > 0 {
+			// Reserve the previous packet's AEAD tag.
+			buf = append(buf, make([]byte, 16)...)
+			room -= 16
+		}
+		var ok bool
+		var p builtPacket
+		buf, p, ok = c.appendPacket(now, sp, buf, len(buf)+room-16, cwndOK)
+		if !ok {
+			if n > 0 {
+				buf = buf[:len(buf)-16]
+			}
+			continue
+		}
+		if sp == initialSpace && (c.isClient || p.ackElic) {
+			hasInitial = true
+		}
+		pkts[n] = p
+		n++
+	}
+	if n == 0 {
+		if cwndOK {
+			c.loss.cc.SetAppLimited(true)
+		}
+		return nil
+	}
+	last := &pkts[n-1]
+	// RFC 9000 §14.1: "A client MUST expand the payload of all UDP
+	// datagrams carrying Initial packets to at least the smallest allowed
+	// maximum datagram size of 1200 bytes" and "a server MUST expand the
+	// payload of all UDP datagrams carrying ack-eliciting Initial packets
+	// to at least the smallest allowed maximum datagram size". The
+	// padding goes in the last packet, as PADDING frames.
+	want := 0
+	if hasInitial {
+		want = minInitialDatagramSize
+	}
+	// RFC 9001 §5.4.2: "packets are padded so that the combined lengths of
+	// the encoded packet number and protected payload is at least 4 bytes
+	// longer than the sample required for header protection".
+	for last.end-last.pnOff < 4 {
+		buf = append(buf, 0)
+		last.end++
+	}
+	if pad := want - (len(buf) + 16); pad > 0 {
+		for range pad {
+			buf = append(buf, 0)
+		}
+		last.end += pad
+	}
+	buf = append(buf, make([]byte, 16)...)
+	// Fill Length fields and seal every packet in place.
+	for i := 0; i < n; i++ {
+		p := &pkts[i]
+		if p.lenOff >= 0 {
+			wire.PutVarintLen(buf[p.lenOff:], uint64(p.end-p.pnOff+16), 2)
+		}
+		if c.probe != nil && c.probe.OnPacketSent != nil {
+			hdrLen := p.pnOff + int(buf[p.start]&3) + 1
+			c.probe.OnPacketSent(PacketInfo{Space: int(p.space), Type: p.space.packetType(), PacketNumber: p.pn,
+				Size: p.end + 16 - p.start, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID})
+		}
+		c.qlogPacketSent(now, p, buf)
+		pkt := buf[p.start : p.end : p.end+16]
+		var err error
+		if p.space == appSpace {
+			k := c.appKeys.Write()
+			_, err = k.SealPacket(pkt, p.pnOff-p.start, p.pn)
+		} else {
+			_, err = c.spaces[p.space].writeKeys.SealPacket(pkt, p.pnOff-p.start, p.pn)
+		}
+		if err != nil {
+			return nil
+		}
+		size := p.end + 16 - p.start
+		c.loss.ld.OnPacketSent(recovery.Space(p.space), recovery.SentPacket{
+			PacketNumber: int64(p.pn), Size: uint16(size), AckEliciting: p.ackElic, InFlight: p.inFlight,
+		}, now)
+		if p.ackElic && c.lastAckElicitingSent.IsZero() {
+			// RFC 9000 §10.1: "An endpoint also restarts its idle timer
+			// when sending an ack-eliciting packet if no other
+			// ack-eliciting packets have been sent since last receiving
+			// and processing a packet."
+			c.lastAckElicitingSent = now
+			c.lastActivity = now
+		}
+		if p.space == handshakeSpace && c.isClient && !c.spaces[initialSpace].discarded {
+			// RFC 9001 §4.9.1: "a client MUST discard Initial keys when it
+			// first sends a Handshake packet".
+			defer c.discardSpace(now, initialSpace)
+		}
+	}
+	if !c.isClient && !c.addrValidated {
+		c.bytesSent += uint64(len(buf))
+	}
+	c.sendBuf = buf[:0]
+	return buf
+}
+
+// appendPacket appends one unsealed packet of space to buf, using at most
+// end-len(buf) bytes for header and payload. ok is false when the space
+// has nothing to send; buf is then unchanged.
+func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, cwndOK bool) ([]byte, builtPacket, bool) {
+	sp := &c.spaces[space]
+	p := builtPacket{space: space, start: len(buf), lenOff: -1}
+	if space == appSpace {
+		if c.appKeys.Write() == nil || !c.handshakeComplete && !c.isClient {
+			return buf, p, false
+		}
+		if c.isClient && !c.handshakeComplete {
+			return buf, p, false
+		}
+	} else if !sp.canWrite() {
+		return buf, p, false
+	}
+	probing := c.loss.probes[space] > 0
+	wantAck := sp.acks.wantAck(now)
+	if !cwndOK && !probing && !wantAck {
+		return buf, p, false
+	}
+	// Quick check that something is there before writing a header.
+	if !wantAck && !probing && !c.hasPending(space, cwndOK) {
+		return buf, p, false
+	}
+	pn := sp.nextPN
+	largestAcked := c.loss.ld.LargestAcked(recovery.Space(space))
+	pnLen := wire.EncodedPacketNumberLen(pn, uint64(largestAcked))
+	if largestAcked < 0 {
+		pnLen = wire.EncodedPacketNumberLen(pn+1, 0)
+	}
+	if space == appSpace {
+		h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1}
+		buf, p.pnOff = h.Append(buf)
+	} else {
+		h := wire.LongHeader{Version: wire.Version(c.version), Type: space.packetType(), DCID: c.peerCID, SCID: c.localCID, PacketNumber: pn, PNLen: pnLen, LengthLen: 2}
+		if space == initialSpace && c.isClient {
+			h.Token = c.retryToken
+		}
+		buf, p.lenOff, p.pnOff = h.Append(buf)
+	}
+	payloadStart := len(buf)
+	log := &c.loss.logs[space]
+	log.begin()
+	// ACK first.
+	if sp.acks.canAck() {
+		var f wire.AckFrame
+		f.Ranges = c.ackRanges[:0]
+		exp := c.config.ackDelayExponent()
+		if space != appSpace {
+			exp = 3 // RFC 9000 §19.3: Initial and Handshake use exponent 3.
+		}
+		sp.acks.frame(now, exp, &f)
+		c.ackRanges = f.Ranges
+		if len(buf)+f.Len() <= end {
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frAck, off: f.Ranges[0].Largest})
+			sp.acks.onAckSent()
+			p.hasAck = true
+		}
+	}
+	ackOnly := !cwndOK && !probing
+	if !ackOnly {
+		buf = c.appendFrames(now, space, buf, end, &p)
+	}
+	if probing && !p.ackElic && len(buf) < end {
+		// RFC 9002 §6.2.4: "When a PTO timer expires, a sender MUST send
+		// at least one ack-eliciting packet in the packet number space as
+		// a probe." Nothing else to send: PING.
+		buf = append(buf, byte(wire.FrameTypePing))
+		log.add(sentFrame{kind: frPing})
+		p.ackElic = true
+	}
+	if len(buf) == payloadStart {
+		log.fEnd = log.openStart
+		return buf[:p.start], p, false
+	}
+	if p.ackElic {
+		p.inFlight = true
+		if probing {
+			c.loss.probes[space]--
+		}
+	}
+	p.end = len(buf)
+	p.pn = pn
+	sp.nextPN++
+	log.commit(pn)
+	return buf, p, true
+}
+
+// hasPending reports whether a space may have frames other than ACK to
+// send; appendPacket still tries and abandons empty packets.
+func (c *Conn) hasPending(space spaceID, cwndOK bool) bool {
+	if !cwndOK {
+		return false
+	}
+	sp := &c.spaces[space]
+	if sp.crypto.hasData() || len(c.probeRT.inject[space]) > 0 {
+		return true
+	}
+	if space != appSpace {
+		return false
+	}
+	if c.handshakeDonePending || c.cids.hasPending() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &c.streams
+	return len(s.sendQueue) > 0 || len(s.ctlQueue) > 0 || s.flow.WantsMaxData() ||
+		s.limits.WantsMaxStreams(true) || s.limits.WantsMaxStreams(false)
+}
+
+// appendFrames adds CRYPTO, control and STREAM frames.
+func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p *builtPacket) []byte {
+	sp := &c.spaces[space]
+	log := &c.loss.logs[space]
+	// Injected frames (probe hook) go first, verbatim.
+	if inj := c.probeRT.inject[space]; len(inj) > 0 {
+		for len(inj) > 0 && len(buf)+inj[0].Len() <= end {
+			buf = inj[0].Append(buf)
+			log.add(sentFrame{kind: frOther})
+			p.ackElic = true
+			inj = inj[1:]
+		}
+		c.probeRT.inject[space] = inj
+	}
+	for sp.crypto.hasData() {
+		room := end - len(buf) - wire.CryptoFrameOverhead(sp.crypto.sent+1<<20, 1<<14)
+		if room <= 0 {
+			break
+		}
+		off, data := sp.crypto.next(room)
+		f := wire.CryptoFrame{Offset: off, Data: data}
+		buf = f.Append(buf)
+		log.add(sentFrame{kind: frCrypto, off: off, n: uint64(len(data))})
+		p.ackElic = true
+	}
+	if space != appSpace {
+		return buf
+	}
+	if c.handshakeDonePending && len(buf)+1 <= end {
+		buf = append(buf, byte(wire.FrameTypeHandshakeDone))
+		log.add(sentFrame{kind: frHandshakeDone})
+		c.handshakeDonePending = false
+		p.ackElic = true
+	}
+	buf = c.cids.appendFrames(buf, end, log, p)
+	c.mu.Lock()
+	buf = c.appendStreamControl(now, buf, end, log, p)
+	buf = c.appendStreamData(now, buf, end, log, p)
+	c.mu.Unlock()
+	return buf
+}
+
+// controlRoom is the room kept free for one control frame.
+const controlRoom = 24
+
+// appendStreamControl adds flow-control and stream-state frames. c.mu is
+// held.
+func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sentLog, p *builtPacket) []byte {
+	s := &c.streams
+	rtt := c.loss.ld.RTT().Smoothed()
+	fits := func() bool { return end-len(buf) >= controlRoom }
+	if fits() {
+		if limit, ok := s.flow.NextMaxData(now, rtt); ok {
+			f := wire.MaxDataFrame{Maximum: limit}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frMaxData, off: limit})
+			p.ackElic = true
+		}
+	}
+	for _, bidi := range [2]bool{true, false} {
+		if !fits() {
+			break
+		}
+		if n, ok := s.limits.NextMaxStreams(bidi); ok {
+			f := wire.MaxStreamsFrame{Bidi: bidi, Maximum: n}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frMaxStreams, bidi: bidi, off: n})
+			p.ackElic = true
+		}
+		if !fits() {
+			break
+		}
+		if n, ok := s.limits.NextStreamsBlocked(bidi); ok {
+			f := wire.StreamsBlockedFrame{Bidi: bidi, Limit: n}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frStreamsBlocked, bidi: bidi, off: n})
+			p.ackElic = true
+		}
+	}
+	if fits() {
+		if limit, ok := s.flow.NextDataBlocked(); ok {
+			f := wire.DataBlockedFrame{Limit: limit}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frDataBlocked, off: limit})
+			p.ackElic = true
+		}
+	}
+	for len(s.ctlQueue) > 0 && fits() {
+		st := s.ctlQueue[0]
+		id := uint64(st.id)
+		if st.canRecv {
+			if code, ok := st.recv.NextStopSending(); ok {
+				f := wire.StopSendingFrame{StreamID: id, ErrorCode: code}
+				buf = f.Append(buf)
+				log.add(sentFrame{kind: frStopSending, id: id})
+				p.ackElic = true
+			}
+			if fits() {
+				if limit, ok := st.recv.NextMaxStreamData(now, rtt); ok {
+					f := wire.MaxStreamDataFrame{StreamID: id, Maximum: limit}
+					buf = f.Append(buf)
+					log.add(sentFrame{kind: frMaxStreamData, id: id, off: limit})
+					p.ackElic = true
+				}
+			}
+		}
+		if !fits() {
+			break
+		}
+		st.ctlQueued = false
+		s.ctlQueue[0] = nil
+		s.ctlQueue = s.ctlQueue[1:]
+		if len(s.ctlQueue) == 0 {
+			s.ctlQueue = s.ctlQueue[:0:0]
+		}
+		s.maybeForgetLocked(st)
+	}
+	return buf
+}
+
+// appendStreamData adds RESET_STREAM, STREAM_DATA_BLOCKED and STREAM
+// frames from the send queue, round robin. c.mu is held.
+func (c *Conn) appendStreamData(now time.Time, buf []byte, end int, log *sentLog, p *builtPacket) []byte {
+	s := &c.streams
+	q := s.sendQueue
+	tried := 0
+	for len(q) > 0 && tried < len(q) && end-len(buf) > controlRoom {
+		if s.rr >= len(q) {
+			s.rr = 0
+		}
+		st := q[s.rr]
+		id := uint64(st.id)
+		progressed := false
+		if code, fs, ok := st.send.NextReset(); ok {
+			f := wire.ResetStreamFrame{StreamID: id, ErrorCode: code, FinalSize: fs}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frResetStream, id: id})
+			p.ackElic = true
+			progressed = true
+		}
+		if limit, ok := st.send.NextBlocked(); ok && end-len(buf) > controlRoom {
+			f := wire.StreamDataBlockedFrame{StreamID: id, Limit: limit}
+			buf = f.Append(buf)
+			log.add(sentFrame{kind: frStreamDataBlocked, id: id, off: limit})
+			p.ackElic = true
+			progressed = true
+		}
+		overhead := 1 + wire.VarintLen(id) + 8 + 2
+		if room := end - len(buf) - overhead; room > 0 {
+			if off, data, fin, ok := st.send.NextFrame(room, ^uint64(0)); ok {
+				f := wire.StreamFrame{StreamID: id, Offset: off, Data: data, Fin: fin}
+				buf = f.Append(buf)
+				log.add(sentFrame{kind: frStream, id: id, off: off, n: uint64(len(data)), fin: fin})
+				p.ackElic = true
+				progressed = true
+			}
+		}
+		if !st.send.HasFrame() {
+			st.queued = false
+			copy(q[s.rr:], q[s.rr+1:])
+			q[len(q)-1] = nil
+			q = q[:len(q)-1]
+			tried = 0
+			continue
+		}
+		if progressed {
+			tried = 0
+		} else {
+			tried++
+		}
+		s.rr++
+		if !progressed && tried >= len(q) {
+			break
+		}
+	}
+	s.sendQueue = q
+	return buf
+}

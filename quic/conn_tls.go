@@ -1,0 +1,211 @@
+package quic
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/protect"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// startTLS creates the TLS 1.3 state machine and runs it until it waits
+// for the peer.
+func (c *Conn) startTLS(now time.Time) error {
+	cfg := c.config.TLSConfig.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	qc := &tls.QUICConfig{TLSConfig: cfg}
+	if c.isClient {
+		c.tls = tls.QUICClient(qc)
+	} else {
+		c.tls = tls.QUICServer(qc)
+	}
+	if c.isClient {
+		c.tls.SetTransportParameters(c.localTransportParams())
+	}
+	if err := c.tls.Start(context.Background()); err != nil {
+		return c.tlsError(err)
+	}
+	return c.handleTLSEvents(now)
+}
+
+// tlsError turns an error from crypto/tls into a CRYPTO_ERROR. RFC 9001
+// §4.8: "A TLS alert is converted into a QUIC connection error. The
+// AlertDescription value is added to 0x0100 to produce a QUIC error code".
+func (c *Conn) tlsError(err error) error {
+	var te *TransportError
+	if errors.As(err, &te) {
+		return te
+	}
+	alert := uint8(80) // internal_error
+	var ae tls.AlertError
+	if errors.As(err, &ae) {
+		alert = uint8(ae)
+	}
+	return &TransportError{Code: wire.CryptoError(alert), Reason: err.Error()}
+}
+
+// handleTLSEvents drains the events of the TLS state machine: keys,
+// handshake bytes to send, transport parameters, completion.
+func (c *Conn) handleTLSEvents(now time.Time) error {
+	for {
+		e := c.tls.NextEvent()
+		switch e.Kind {
+		case tls.QUICNoEvent:
+			return nil
+		case tls.QUICSetReadSecret:
+			if err := c.installKeys(now, e.Level, e.Suite, e.Data, false); err != nil {
+				return err
+			}
+		case tls.QUICSetWriteSecret:
+			if err := c.installKeys(now, e.Level, e.Suite, e.Data, true); err != nil {
+				return err
+			}
+		case tls.QUICWriteData:
+			sp := spaceForLevel(e.Level)
+			if c.isClient && sp == initialSpace && c.clientRandom == nil {
+				c.clientRandom = helloRandom(e.Data)
+			}
+			c.spaces[sp].crypto.write(e.Data)
+		case tls.QUICTransportParameters:
+			if err := c.handlePeerTransportParams(now, e.Data); err != nil {
+				return err
+			}
+		case tls.QUICTransportParametersRequired:
+			c.tls.SetTransportParameters(c.localTransportParams())
+		case tls.QUICHandshakeDone:
+			c.onHandshakeComplete(now)
+		case tls.QUICRejectedEarlyData, tls.QUICResumeSession, tls.QUICStoreSession:
+			// 0-RTT and resumption are not implemented yet.
+		case tls.QUICErrorEvent:
+			return c.tlsError(e.Err)
+		}
+	}
+}
+
+func spaceForLevel(l tls.QUICEncryptionLevel) spaceID {
+	switch l {
+	case tls.QUICEncryptionLevelInitial:
+		return initialSpace
+	case tls.QUICEncryptionLevelHandshake:
+		return handshakeSpace
+	}
+	return appSpace
+}
+
+// helloRandom returns the 32-byte random of a ClientHello message (type
+// 1, 3-byte length, 2-byte legacy_version, random), or nil.
+func helloRandom(msg []byte) []byte {
+	if len(msg) < 38 || msg[0] != 1 {
+		return nil
+	}
+	return append([]byte(nil), msg[6:38]...)
+}
+
+var keyLogLabels = map[tls.QUICEncryptionLevel][2]string{
+	tls.QUICEncryptionLevelEarly:       {"CLIENT_EARLY_TRAFFIC_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET"},
+	tls.QUICEncryptionLevelHandshake:   {"CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET"},
+	tls.QUICEncryptionLevelApplication: {"CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"},
+}
+
+// logSecret writes one SSLKEYLOGFILE line. The secret belongs to the
+// client when we are the client writing, or the server reading.
+func (c *Conn) logSecret(level tls.QUICEncryptionLevel, secret []byte, write bool) {
+	if c.keyLog == nil || c.clientRandom == nil {
+		return
+	}
+	labels, ok := keyLogLabels[level]
+	if !ok {
+		return
+	}
+	label := labels[1]
+	if c.isClient == write {
+		label = labels[0]
+	}
+	c.keyLog.Write(label, c.clientRandom, secret)
+}
+
+// installKeys installs keys crypto/tls derived for a level.
+func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite uint16, secret []byte, write bool) error {
+	c.logSecret(level, secret, write)
+	switch level {
+	case tls.QUICEncryptionLevelEarly:
+		return nil // 0-RTT is not implemented yet; the secret is logged.
+	case tls.QUICEncryptionLevelApplication:
+		var err error
+		if write {
+			err = c.appKeys.InstallWrite(c.version, suite, secret)
+		} else {
+			err = c.appKeys.InstallRead(c.version, suite, secret)
+		}
+		if err != nil {
+			return &TransportError{Code: wire.InternalError, Reason: err.Error()}
+		}
+		c.qlogKeyUpdated(now, level, write, "tls")
+		return nil
+	}
+	k, err := protect.NewKeys(c.version, suite, secret)
+	if err != nil {
+		return &TransportError{Code: wire.InternalError, Reason: err.Error()}
+	}
+	sp := &c.spaces[spaceForLevel(level)]
+	if write {
+		sp.writeKeys = k
+	} else {
+		sp.readKeys = k
+	}
+	c.qlogKeyUpdated(now, level, write, "tls")
+	return nil
+}
+
+// installInitialKeys derives the Initial keys from the client's first
+// destination connection ID (RFC 9001 §5.2).
+func (c *Conn) installInitialKeys(dcid []byte) error {
+	ck, sk, err := protect.NewInitialKeys(c.version, dcid)
+	if err != nil {
+		return err
+	}
+	sp := &c.spaces[initialSpace]
+	if c.isClient {
+		sp.writeKeys, sp.readKeys = ck, sk
+	} else {
+		sp.writeKeys, sp.readKeys = sk, ck
+	}
+	return nil
+}
+
+// onHandshakeComplete runs when TLS reports the handshake complete.
+func (c *Conn) onHandshakeComplete(now time.Time) {
+	c.handshakeComplete = true
+	st := c.tls.ConnectionState()
+	c.mu.Lock()
+	c.tlsState = st
+	c.alpn = st.NegotiatedProtocol
+	c.mu.Unlock()
+	if !c.isClient {
+		// RFC 9001 §4.1.2: "the TLS handshake is considered confirmed at
+		// the server when the handshake completes". RFC 9000 §19.20: the
+		// server sends HANDSHAKE_DONE.
+		c.handshakeDonePending = true
+		c.confirmHandshake(now)
+		select {
+		case c.ep.acceptq <- c:
+		default:
+			// Nobody accepts: refuse rather than block the loop.
+			c.closeLocal(now, localTransportError(wire.ConnectionRefused, 0, "accept queue full"))
+		}
+	}
+	close(c.handshakeDone)
+}
+
+// confirmHandshake discards the Handshake keys. RFC 9001 §4.9.2: "An
+// endpoint MUST discard its Handshake keys when the TLS handshake is
+// confirmed".
+func (c *Conn) confirmHandshake(now time.Time) {
+	if c.handshakeConfirmed {
+		return
+	}
+	c.handshakeConfirmed = true
+	c.discardSpace(now, handshakeSpace)
+}

@@ -1,0 +1,351 @@
+package quic
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+)
+
+// An Endpoint is a UDP socket that carries QUIC connections, as a server
+// (Accept), a client (Dial) or both. One goroutine reads the socket and
+// routes each datagram to its connection by destination connection ID.
+type Endpoint struct {
+	pc     net.PacketConn
+	udp    *net.UDPConn // pc, when it is a real UDP socket
+	config *Config
+	server bool
+
+	mu     sync.Mutex
+	conns  map[string]*Conn // by every connection ID we issued, and by client-chosen Initial DCIDs
+	all    map[*Conn]struct{}
+	closed bool
+
+	acceptq   chan *Conn
+	done      chan struct{}
+	readDone  chan struct{}
+	tokens    *tokenProtector
+	resetSalt [32]byte
+}
+
+// datagram is one received UDP datagram. Buffers are pooled.
+type datagram struct {
+	buf  []byte // backing buffer, full capacity
+	b    []byte // the datagram
+	addr netip.AddrPort
+	ecn  uint8
+}
+
+const recvBufSize = 2048
+
+var datagramPool = sync.Pool{New: func() any {
+	return &datagram{buf: make([]byte, recvBufSize)}
+}}
+
+func newDatagram() *datagram { return datagramPool.Get().(*datagram) }
+
+func (d *datagram) release() {
+	d.b = nil
+	datagramPool.Put(d)
+}
+
+// Listen opens a UDP socket on addr and returns an Endpoint that accepts
+// connections with cfg. cfg.TLSConfig must carry a certificate.
+func Listen(network, addr string, cfg *Config) (*Endpoint, error) {
+	if cfg == nil || cfg.TLSConfig == nil {
+		return nil, errors.New("quic: Listen needs a Config with a TLSConfig")
+	}
+	pc, err := listenUDP(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return newEndpoint(pc, cfg, true)
+}
+
+// NewEndpoint builds an Endpoint over an existing packet connection. If
+// cfg is non-nil and cfg.TLSConfig has certificates, the endpoint accepts
+// connections. It takes ownership of pc.
+func NewEndpoint(pc net.PacketConn, cfg *Config) (*Endpoint, error) {
+	server := cfg != nil && cfg.TLSConfig != nil &&
+		(len(cfg.TLSConfig.Certificates) > 0 || cfg.TLSConfig.GetCertificate != nil || cfg.TLSConfig.GetConfigForClient != nil)
+	return newEndpoint(pc, cfg, server)
+}
+
+func listenUDP(network, addr string) (*net.UDPConn, error) {
+	ua, err := net.ResolveUDPAddr(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("quic: resolve %s: %w", addr, err)
+	}
+	c, err := net.ListenUDP(network, ua)
+	if err != nil {
+		return nil, fmt.Errorf("quic: listen %s: %w", addr, err)
+	}
+	setSocketBuffers(c)
+	return c, nil
+}
+
+// socketBufferSize is the send and receive buffer size asked of the
+// kernel. Large buffers absorb bursts at high rates.
+const socketBufferSize = 8 << 20
+
+// setSocketBuffers enlarges the socket buffers, with the FORCE options
+// when allowed (root), else as far as net.core.[rw]mem_max lets us.
+func setSocketBuffers(c *net.UDPConn) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{syscall.SO_RCVBUFFORCE, syscall.SO_RCVBUF}, {syscall.SO_SNDBUFFORCE, syscall.SO_SNDBUF}} {
+			if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[0], socketBufferSize) != nil {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[1], socketBufferSize)
+			}
+		}
+	})
+}
+
+func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	e := &Endpoint{
+		pc:       pc,
+		config:   cfg,
+		server:   server,
+		conns:    make(map[string]*Conn),
+		all:      make(map[*Conn]struct{}),
+		acceptq:  make(chan *Conn, 64),
+		done:     make(chan struct{}),
+		readDone: make(chan struct{}),
+	}
+	e.udp, _ = pc.(*net.UDPConn)
+	var err error
+	if e.tokens, err = newTokenProtector(); err != nil {
+		return nil, err
+	}
+	rand.Read(e.resetSalt[:])
+	go e.readLoop()
+	return e, nil
+}
+
+// Addr returns the local address of the endpoint's socket.
+func (e *Endpoint) Addr() net.Addr { return e.pc.LocalAddr() }
+
+// Accept waits for the next incoming connection whose handshake has
+// completed on the server side.
+func (e *Endpoint) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-e.acceptq:
+		return c, nil
+	case <-e.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes every connection with NO_ERROR, waits briefly for the
+// CONNECTION_CLOSE packets to leave, and closes the socket.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	conns := make([]*Conn, 0, len(e.all))
+	for c := range e.all {
+		conns = append(conns, c)
+	}
+	e.mu.Unlock()
+	close(e.done)
+	for _, c := range conns {
+		c.kill()
+	}
+	for _, c := range conns {
+		<-c.loopDone
+	}
+	err := e.pc.Close()
+	<-e.readDone
+	return err
+}
+
+// Dial opens a UDP socket on an ephemeral port and starts a client
+// connection to addr. It returns once the handshake completes. Closing the
+// connection closes the socket.
+func Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	laddr := ":0"
+	if network == "udp4" {
+		laddr = "0.0.0.0:0"
+	}
+	pc, err := listenUDP(network, laddr)
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEndpoint(pc, cfg, false)
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	c, err := e.Dial(ctx, network, addr, cfg)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	c.ownsEndpoint = true
+	return c, nil
+}
+
+// Dial starts a client connection to addr from the endpoint's socket and
+// waits for its handshake to complete.
+func (e *Endpoint) Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	if cfg == nil || cfg.TLSConfig == nil {
+		return nil, errors.New("quic: Dial needs a Config with a TLSConfig (ServerName, NextProtos)")
+	}
+	ua, err := net.ResolveUDPAddr(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("quic: resolve %s: %w", addr, err)
+	}
+	ap := ua.AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	c, err := newConnWith(e, cfg, true, ap, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("quic: dial %s: %w", addr, err)
+	}
+	select {
+	case <-c.handshakeDone:
+		return c, nil
+	case <-c.loopDone:
+		return nil, fmt.Errorf("quic: dial %s: %w", addr, c.closeErr)
+	case <-ctx.Done():
+		c.kill()
+		<-c.loopDone
+		return nil, fmt.Errorf("quic: dial %s: %w", addr, ctx.Err())
+	}
+}
+
+// register makes the endpoint route datagrams with cid to c.
+func (e *Endpoint) register(cid []byte, c *Conn) {
+	e.mu.Lock()
+	e.conns[string(cid)] = c
+	e.all[c] = struct{}{}
+	e.mu.Unlock()
+}
+
+func (e *Endpoint) unregister(cid []byte, c *Conn) {
+	e.mu.Lock()
+	if e.conns[string(cid)] == c {
+		delete(e.conns, string(cid))
+	}
+	e.mu.Unlock()
+}
+
+// forget drops every route to c once its loop has ended.
+func (e *Endpoint) forget(c *Conn) {
+	e.mu.Lock()
+	for k, v := range e.conns {
+		if v == c {
+			delete(e.conns, k)
+		}
+	}
+	delete(e.all, c)
+	e.mu.Unlock()
+}
+
+func (e *Endpoint) lookup(cid []byte) *Conn {
+	e.mu.Lock()
+	c := e.conns[string(cid)]
+	e.mu.Unlock()
+	return c
+}
+
+// writeTo sends one datagram. It is safe for concurrent use.
+func (e *Endpoint) writeTo(b []byte, addr netip.AddrPort) error {
+	var err error
+	if e.udp != nil {
+		_, err = e.udp.WriteToUDPAddrPort(b, addr)
+	} else {
+		_, err = e.pc.WriteTo(b, net.UDPAddrFromAddrPort(addr))
+	}
+	return err
+}
+
+func (e *Endpoint) readLoop() {
+	defer close(e.readDone)
+	for {
+		d := newDatagram()
+		var n int
+		var err error
+		if e.udp != nil {
+			n, d.addr, err = e.udp.ReadFromUDPAddrPort(d.buf)
+		} else {
+			var a net.Addr
+			n, a, err = e.pc.ReadFrom(d.buf)
+			if ua, ok := a.(*net.UDPAddr); ok {
+				d.addr = ua.AddrPort()
+			}
+		}
+		if err != nil {
+			d.release()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case <-e.done:
+				return
+			default:
+			}
+			continue
+		}
+		d.addr = netip.AddrPortFrom(d.addr.Addr().Unmap(), d.addr.Port())
+		d.b = d.buf[:n]
+		e.route(d)
+	}
+}
+
+// route hands d to its connection, or to the stateless handling of the
+// server.
+func (e *Endpoint) route(d *datagram) {
+	dcid, ok := datagramDCID(d.b)
+	if !ok {
+		d.release()
+		return
+	}
+	if c := e.lookup(dcid); c != nil {
+		c.deliver(d)
+		return
+	}
+	if d.b[0]&0x80 != 0 && e.server {
+		e.handleUnknownLong(d, dcid)
+		return
+	}
+	// TODO: stateless reset for short-header packets to unknown CIDs.
+	d.release()
+}
+
+// datagramDCID returns the destination connection ID of the first packet
+// in b. Short headers carry connIDLen bytes, the length of every CID this
+// engine issues.
+func datagramDCID(b []byte) ([]byte, bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	if b[0]&0x80 == 0 {
+		if len(b) < 1+connIDLen {
+			return nil, false
+		}
+		return b[1 : 1+connIDLen], true
+	}
+	if len(b) < 6 {
+		return nil, false
+	}
+	n := int(b[5])
+	if len(b) < 6+n {
+		return nil, false
+	}
+	return b[6 : 6+n], true
+}

@@ -1,0 +1,70 @@
+package quic
+
+import (
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// Probe holds test hooks for conformance scenarios. Production code never
+// sets it. Hooks run on the connection's goroutine and must not block.
+type Probe struct {
+	// OnPacketReceived observes every packet after decryption.
+	OnPacketReceived func(PacketInfo)
+	// OnPacketSent observes every packet before protection.
+	OnPacketSent func(PacketInfo)
+	// OnSendDatagram sees every sealed datagram before it is written and
+	// returns the datagrams to write instead: nil drops it, two copies
+	// duplicate it, a changed copy corrupts it.
+	OnSendDatagram func(b []byte) [][]byte
+	// DropIncoming, when it returns true, drops a received datagram
+	// before processing.
+	DropIncoming func(b []byte) bool
+	// NoAcks switches off automatic acknowledgments.
+	NoAcks bool
+	// NoRetransmit switches off retransmission of lost frames.
+	NoRetransmit bool
+	// RawTransportParameters, when non-nil, is sent verbatim instead of
+	// the engine's transport parameters (duplicates and unknown IDs
+	// included).
+	RawTransportParameters []wire.TransportParameter
+	// TransportParameters may edit the typed parameters before they are
+	// encoded.
+	TransportParameters func(*wire.TransportParameters)
+}
+
+// PacketInfo describes a packet seen by a probe hook. Payload is the
+// plaintext frames; it is valid only during the call.
+type PacketInfo struct {
+	Space        int // 0 Initial, 1 Handshake, 2 Application
+	Type         wire.PacketType
+	PacketNumber uint64
+	DCID, SCID   []byte
+	Size         int
+	DatagramSize int
+	Payload      []byte
+}
+
+// Packet number spaces for InjectFrames.
+const (
+	SpaceInitial     = 0
+	SpaceHandshake   = 1
+	SpaceApplication = 2
+)
+
+// probeRuntime is the loop-owned state of probe actions.
+type probeRuntime struct {
+	inject [numSpaces][]wire.Frame
+}
+
+// InjectFrames queues frames to be sent verbatim in the next packet of
+// space (SpaceInitial, SpaceHandshake or SpaceApplication), ahead of
+// everything else. Use wire.RawFrame for arbitrary bytes.
+func (c *Conn) InjectFrames(space int, frames ...wire.Frame) {
+	c.post(func(now time.Time) {
+		c.probeRT.inject[space] = append(c.probeRT.inject[space], frames...)
+	})
+}
+
+// SendRawDatagram writes b to the peer's address as is.
+func (c *Conn) SendRawDatagram(b []byte) error { return c.ep.writeTo(b, c.peerAddr) }
