@@ -106,7 +106,7 @@ func TestAckTrackerDelayAndFrame(t *testing.T) {
 	}
 	tr.OnPacketReceived(5, false, CE, at(2*ms))
 	tr.OnPacketReceived(3, false, ECT1, at(3*ms))
-	if tr.ShouldSendAck(at(25 * ms)) || !tr.ShouldSendAck(at(26*ms)) {
+	if tr.ShouldSendAck(at(25*ms)) || !tr.ShouldSendAck(at(26*ms)) {
 		t.Fatal("timer")
 	}
 	ranges := tr.AppendRanges(nil)
