@@ -179,7 +179,7 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 		if p.lenOff >= 0 {
 			wire.PutVarintLen(buf[p.lenOff:], uint64(p.endOff-p.pnOff+16), 2)
 		}
-		pkt := buf[p.start:p.endOff:p.endOff+16]
+		pkt := buf[p.start : p.endOff : p.endOff+16]
 		var err error
 		if p.space == appSpace {
 			_, err = c.appKeys.Write().SealPacket(pkt, p.pnOff-p.start, p.pn)

@@ -1,0 +1,189 @@
+package quic_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiver-quic/quiver/peers"
+	"github.com/quiver-quic/quiver/quic"
+)
+
+var interopSizes = []int{1 << 10, 100 << 10, 1 << 20, 10 << 20}
+
+// needPeer finds a peer implementation, or skips (fails when
+// QUIVER_REQUIRE_PEERS=1) if it is not installed.
+func needPeer(t *testing.T, name, role string) peers.Impl {
+	t.Helper()
+	im, err := peers.Find(name)
+	if err == nil {
+		_, err = im.Binary(role)
+	}
+	if err != nil {
+		if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+			t.Fatalf("peer %s %s: %v", name, role, err)
+		}
+		t.Skipf("peer %s %s not available (%v); run %s", name, role, err, peers.InstallCommand)
+	}
+	return im
+}
+
+func writeFiles(t *testing.T, dir string) {
+	for _, n := range interopSizes {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(n)), content(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func content(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*131 + i>>10)
+	}
+	return b
+}
+
+// hqGet fetches path over hq-interop on a new stream.
+func hqGet(ctx context.Context, c *quic.Conn, path string) ([]byte, error) {
+	s, err := c.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(s, "GET %s\r\n", path); err != nil {
+		return nil, err
+	}
+	s.CloseWrite()
+	return io.ReadAll(s)
+}
+
+func TestInteropQuiverClient(t *testing.T) {
+	for _, name := range []string{"quic-go", "go-x-net"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "server")
+			dir := t.TempDir()
+			root := filepath.Join(dir, "www")
+			os.Mkdir(root, 0o755)
+			writeFiles(t, root)
+			certFile, keyFile, err := peers.WriteSelfSignedCert(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			p, err := im.StartServer(ctx, peers.ServerOpts{CertFile: certFile, KeyFile: keyFile, Root: root, ALPN: peers.ALPNHQ, TestCase: "transfer"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			pem, _ := os.ReadFile(certFile)
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			cfg := &quic.Config{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}}}
+			c, err := quic.Dial(ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial %s: %v\n%s", p.Addr, err, p.Output())
+			}
+			defer c.Close(0, "")
+			for _, n := range interopSizes {
+				start := time.Now()
+				got, err := hqGet(ctx, c, fmt.Sprintf("/%d", n))
+				if err != nil {
+					t.Fatalf("GET /%d: %v\n%s", n, err, p.Output())
+				}
+				if !bytes.Equal(got, content(n)) {
+					t.Fatalf("GET /%d: got %d bytes, not the file", n, len(got))
+				}
+				t.Logf("GET /%d: %v", n, time.Since(start))
+			}
+		})
+	}
+}
+
+// serveHQ serves files from root over hq-interop.
+func serveHQ(ctx context.Context, ep *quic.Endpoint, root string) {
+	for {
+		c, err := ep.Accept(ctx)
+		if err != nil {
+			return
+		}
+		go func() {
+			for {
+				s, err := c.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				go func() {
+					defer s.Close()
+					line, err := bufio.NewReader(s).ReadString('\n')
+					if err != nil && !errors.Is(err, io.EOF) {
+						s.Reset(1)
+						return
+					}
+					path := strings.TrimSpace(strings.TrimPrefix(line, "GET "))
+					b, err := os.ReadFile(filepath.Join(root, filepath.Clean("/"+path)))
+					if err != nil {
+						s.Reset(2)
+						return
+					}
+					s.Write(b)
+				}()
+			}
+		}()
+	}
+}
+
+func TestInteropQuiverServer(t *testing.T) {
+	for _, name := range []string{"quic-go", "go-x-net"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "client")
+			dir := t.TempDir()
+			root := filepath.Join(dir, "www")
+			os.Mkdir(root, 0o755)
+			writeFiles(t, root)
+			cert, _, err := peers.SelfSigned()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{peers.ALPNHQ}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			go serveHQ(ctx, ep, root)
+			var urls []string
+			for _, n := range interopSizes {
+				urls = append(urls, fmt.Sprintf("https://%s/%d", ep.Addr(), n))
+			}
+			out := filepath.Join(dir, "out")
+			os.Mkdir(out, 0o755)
+			res, err := im.RunClient(ctx, peers.ClientOpts{URLs: urls, OutDir: out, ALPN: peers.ALPNHQ, TestCase: "transfer"})
+			if err != nil {
+				out := ""
+				if res != nil {
+					out = res.Output
+				}
+				t.Fatalf("%s client: %v\n%s", name, err, out)
+			}
+			for _, n := range interopSizes {
+				got, err := os.ReadFile(filepath.Join(out, fmt.Sprint(n)))
+				if err != nil || !bytes.Equal(got, content(n)) {
+					t.Fatalf("file %d: %d bytes, err %v", n, len(got), err)
+				}
+			}
+			t.Logf("%s client fetched %d files in %v", name, len(urls), res.Duration)
+		})
+	}
+}
