@@ -114,6 +114,31 @@ func contractEnv(role string) map[string]string {
 	}
 }
 
+// adapterServer and adapterClient are the command lines of Quiver's own
+// adapters (quicgo-peer, and quiver itself), which share their flags:
+// the x/net interop binary's -listen -cert -key -root and -output, plus
+// -retry, -alpn and -ca. sub is an optional subcommand.
+func adapterServer(path string, sub ...string) *Command {
+	return &Command{
+		Path: path,
+		Args: append(sub, "-listen", "{ADDR}", "-cert", "{CERT}", "-key", "{KEY}", "-root", "{ROOT}", "{OPTS}"),
+		Env:  contractEnv("server"),
+		When: map[string]Extra{"retry": {Args: []string{"-retry"}}},
+	}
+}
+
+func adapterClient(path string, sub ...string) *Command {
+	return &Command{
+		Path: path,
+		Args: append(sub, "-output", "{OUT}", "{OPTS}", "{URLS}"),
+		Env:  contractEnv("client"),
+		When: map[string]Extra{
+			"alpn": {Args: []string{"-alpn", "{ALPN}"}},
+			"ca":   {Args: []string{"-ca", "{CA}"}},
+		},
+	}
+}
+
 // Interop test cases, by the endpoint TESTCASE value.
 var (
 	quicgoServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3",
@@ -134,23 +159,10 @@ var manifest = []Impl{
 		Versions:    []string{"v1", "v2"},
 		ServerCases: allCases,
 		ClientCases: allCases,
-		Server: &Command{
-			Path: "quiver",
-			Args: []string{"serve", "-listen", "{ADDR}", "-cert", "{CERT}", "-key", "{KEY}", "-root", "{ROOT}", "{OPTS}"},
-			Env:  contractEnv("server"),
-			When: map[string]Extra{"retry": {Args: []string{"-retry"}}},
-		},
-		Client: &Command{
-			Path: "quiver",
-			Args: []string{"get", "-output", "{OUT}", "{OPTS}", "{URLS}"},
-			Env:  contractEnv("client"),
-			When: map[string]Extra{
-				"alpn": {Args: []string{"-alpn", "{ALPN}"}},
-				"ca":   {Args: []string{"-ca", "{CA}"}},
-			},
-		},
-		Install: "go build -o bin/quiver ./cmd/quiver",
-		Notes:   "Quiver's own engine; placeholder until `quiver serve` and `quiver get` exist.",
+		Server:      adapterServer("quiver", "serve"),
+		Client:      adapterClient("quiver", "get"),
+		Install:     "go build -o bin/quiver ./cmd/quiver",
+		Notes:       "Quiver's own engine; placeholder until `quiver serve` and `quiver get` exist.",
 	},
 	{
 		Name:        "quic-go",
@@ -160,22 +172,9 @@ var manifest = []Impl{
 		Versions:    []string{"v1", "v2"},
 		ServerCases: quicgoServerCases,
 		ClientCases: quicgoClientCases,
-		Server: &Command{
-			Path: "quicgo-peer",
-			Args: []string{"-listen", "{ADDR}", "-cert", "{CERT}", "-key", "{KEY}", "-root", "{ROOT}", "{OPTS}"},
-			Env:  contractEnv("server"),
-			When: map[string]Extra{"retry": {Args: []string{"-retry"}}},
-		},
-		Client: &Command{
-			Path: "quicgo-peer",
-			Args: []string{"-output", "{OUT}", "{OPTS}", "{URLS}"},
-			Env:  contractEnv("client"),
-			When: map[string]Extra{
-				"alpn": {Args: []string{"-alpn", "{ALPN}"}},
-				"ca":   {Args: []string{"-ca", "{CA}"}},
-			},
-		},
-		Install: InstallCommand + " (builds peers/quicgo into bin/quicgo-peer)",
+		Server:      adapterServer("quicgo-peer"),
+		Client:      adapterClient("quicgo-peer"),
+		Install:     InstallCommand + " (builds peers/quicgo into bin/quicgo-peer)",
 		Notes: "quic-go v0.65.0 through peers/quicgo. Serves hq-interop and h3 on one port. " +
 			"v2 only when the client starts with v2 (no RFC 9368). Key update happens by itself " +
 			"after 100 packets. No preferred_address, so no connectionmigration.",

@@ -43,20 +43,13 @@ func runClient(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("output folder: %w", err)
 	}
 
-	kl, err := keyLogWriter(cfg.keylog)
+	tlsConf, closeKeyLog, err := baseTLSConfig(cfg, cfg.alpn)
 	if err != nil {
 		return err
 	}
-	if kl != nil {
-		defer kl.Close()
-	}
-	tlsConf := &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		NextProtos:         []string{cfg.alpn},
-		KeyLogWriter:       kl,
-		ClientSessionCache: tls.NewLRUClientSessionCache(16),
-		InsecureSkipVerify: cfg.insecure && cfg.caFile == "",
-	}
+	defer closeKeyLog()
+	tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(16)
+	tlsConf.InsecureSkipVerify = cfg.insecure && cfg.caFile == ""
 	if cfg.caFile != "" {
 		pem, err := os.ReadFile(cfg.caFile)
 		if err != nil {

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -269,18 +270,22 @@ func parseVersions(s string) ([]quic.Version, error) {
 	return vs, nil
 }
 
-// keyLogWriter opens the key log for appending, so that a client's several
-// connections (resumption, multiconnect) all land in one file.
-func keyLogWriter(path string) (io.WriteCloser, error) {
-	if path == "" {
-		return nil, nil
+// baseTLSConfig is the TLS 1.3 configuration both roles start from, with
+// the key log open if one was asked for; call closeKeyLog when done. The
+// key log is opened for appending, so that a client's several connections
+// (resumption, multiconnect) all land in one file.
+func baseTLSConfig(cfg *config, alpns ...string) (conf *tls.Config, closeKeyLog func(), err error) {
+	conf = &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: alpns}
+	if cfg.keylog == "" {
+		return conf, func() {}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("key log: %w", err)
+	if err := os.MkdirAll(filepath.Dir(cfg.keylog), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("key log: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(cfg.keylog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("key log: %w", err)
+		return nil, nil, fmt.Errorf("key log: %w", err)
 	}
-	return f, nil
+	conf.KeyLogWriter = f
+	return conf, func() { f.Close() }, nil
 }

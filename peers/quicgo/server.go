@@ -57,19 +57,12 @@ func runServer(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("load certificate: %w", err)
 	}
-	kl, err := keyLogWriter(cfg.keylog)
+	tlsConf, closeKeyLog, err := baseTLSConfig(cfg, alpnHQ, alpnH3)
 	if err != nil {
 		return err
 	}
-	if kl != nil {
-		defer kl.Close()
-	}
-	tlsConf := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{alpnHQ, alpnH3},
-		KeyLogWriter: kl,
-	}
+	defer closeKeyLog()
+	tlsConf.Certificates = []tls.Certificate{cert}
 	if cfg.testcase == "chacha20" {
 		// The chacha20 test wants a client that offers only ChaCha20; refuse
 		// any other so that a wrong client is caught here too.
