@@ -148,6 +148,24 @@ func (w *window) onAcked(p *SentPacket) bool {
 	return !w.appLimited && !w.inCongestionRecovery(p.TimeSent)
 }
 
+// growsInAvoidance handles one acknowledged packet for both controllers:
+// it ends the recovery period when due, applies slow start, and reports
+// whether the packet feeds congestion avoidance.
+func (w *window) growsInAvoidance(p *SentPacket) bool {
+	if !p.InFlight || !w.onAcked(p) {
+		return false
+	}
+	if w.cwnd < w.ssthresh {
+		// "While a sender is in slow start, the congestion window
+		// increases by the number of bytes acknowledged when each
+		// acknowledgment is processed." (RFC 9438 §4.10 keeps standard
+		// slow start for Cubic.)
+		w.cwnd += int(p.Size)
+		return false
+	}
+	return true
+}
+
 func (w *window) collapse() {
 	// "When persistent congestion is declared, the sender's congestion
 	// window MUST be reduced to the minimum congestion window

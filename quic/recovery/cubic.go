@@ -68,17 +68,9 @@ func (c *Cubic) OnPacketsAcked(now time.Time, acked []SentPacket, bytesInFlight 
 	}
 	c.lastAck = now
 	for i := range acked {
-		p := &acked[i]
-		if !p.InFlight || !c.onAcked(p) {
-			continue
+		if p := &acked[i]; c.growsInAvoidance(p) {
+			c.congestionAvoidance(now, int(p.Size), rtt.Smoothed())
 		}
-		if c.cwnd < c.ssthresh {
-			// Slow start as in RFC 9002 §7.3.1 (RFC 9438 §4.10 allows
-			// standard slow start).
-			c.cwnd += int(p.Size)
-			continue
-		}
-		c.congestionAvoidance(now, int(p.Size), rtt.Smoothed())
 	}
 }
 

@@ -136,11 +136,15 @@ type spaceState struct {
 //     AckResult.Lost, release those of AckResult.Acked.
 //  4. When LossDetectionTimer() is non-zero and not after now:
 //     OnLossDetectionTimeout, then do what it says.
-//  5. On handshake events: SetHandshakeKeys, SetPeerCompletedAddressValidation,
-//     SetHandshakeConfirmed, OnPacketNumberSpaceDiscarded (Initial keys
-//     dropped, Handshake keys dropped, 0-RTT rejected is NOT a discard of
-//     the Application Data space: retransmit those frames instead); a
-//     server also reports SetAmplificationLimited.
+//  5. On handshake events: SetHandshakeKeys, SetHandshakeConfirmed,
+//     OnPacketNumberSpaceDiscarded (Initial or Handshake keys dropped),
+//     OnZeroRTTRejected; a server also reports SetAmplificationLimited
+//     (after each received datagram while it is blocked). A client that
+//     receives a Retry replaces the LossDetector and its controller with
+//     fresh ones ("Clients that receive a Retry packet reset congestion
+//     control and loss recovery state, including resetting any pending
+//     timers") and requeues its CRYPTO and 0-RTT frames; packet numbers go
+//     on increasing.
 //  6. When the peer's max_ack_delay is known or changes: SetMaxAckDelay.
 //
 // Re-arm the connection's timer after each of these calls from
@@ -338,6 +342,11 @@ func (l *LossDetector) OnAckReceived(space Space, ack AckFrame, now time.Time) (
 		s.largestAcked = largest
 	}
 	res.LargestAcked = s.largestAcked
+	if space == SpaceHandshake {
+		// "Servers complete address validation when a protected packet is
+		// received": the client knows it from an ACK of a Handshake packet.
+		l.peerValidatedAddress = true
+	}
 
 	// DetectAndRemoveAckedPackets, walking the ranges from the lowest so
 	// that Acked comes out in ascending order.
@@ -621,10 +630,24 @@ func (l *LossDetector) OnLossDetectionTimeout(now time.Time) TimeoutResult {
 // OnPacketNumberSpaceDiscarded drops every packet of space when its keys
 // are discarded (RFC 9002 §6.4): "The sender MUST discard all recovery state
 // associated with those packets and MUST remove them from the count of bytes
-// in flight." It returns the packets still waiting for their fate, so that
-// the engine can release their frames; the slice is valid until the next
-// call.
+// in flight." Later packets and ACKs in space are ignored. It returns the
+// packets still waiting for their fate, so that the engine can release
+// their frames; the slice is valid until the next call.
 func (l *LossDetector) OnPacketNumberSpaceDiscarded(space Space, now time.Time) []SentPacket {
+	l.spaces[space].discarded = true
+	return l.dropAll(space, now)
+}
+
+// OnZeroRTTRejected drops the 0-RTT packets, all in the Application Data
+// space: "When 0-RTT is rejected, recovery state for all in-flight 0-RTT
+// packets is discarded." The space stays usable for 1-RTT packets, and the
+// engine re-sends the frames of the returned packets (valid until the next
+// call) in 1-RTT packets.
+func (l *LossDetector) OnZeroRTTRejected(now time.Time) []SentPacket {
+	return l.dropAll(SpaceAppData, now)
+}
+
+func (l *LossDetector) dropAll(space Space, now time.Time) []SentPacket {
 	s := &l.spaces[space]
 	l.discarded = l.discarded[:0]
 	h := &s.sent
@@ -642,7 +665,6 @@ func (l *LossDetector) OnPacketNumberSpaceDiscarded(space Space, now time.Time) 
 	s.ackElicitingInFlight = 0
 	s.lastAckElicitingSent = time.Time{}
 	s.lossTime = time.Time{}
-	s.discarded = true
 	// "When Initial or Handshake keys are discarded, the PTO and loss
 	// detection timers MUST be reset".
 	l.ptoCount = 0

@@ -450,3 +450,27 @@ func BenchmarkSendAck(b *testing.B) {
 		pn++
 	}
 }
+
+func TestZeroRTTRejected(t *testing.T) {
+	l := NewLossDetector(LossDetectorConfig{CC: NewNewReno(testMDS)})
+	sendData(l, SpaceInitial, 0, epoch)
+	sendData(l, SpaceAppData, 0, epoch)
+	sendData(l, SpaceAppData, 1, epoch)
+	got := l.OnZeroRTTRejected(at(ms))
+	if !equalPNs(got, 0, 1) || l.BytesInFlight() != testMDS {
+		t.Fatalf("dropped %v, bytes in flight %d", pns(got), l.BytesInFlight())
+	}
+	// 1-RTT packets continue the numbering.
+	sendData(l, SpaceAppData, 2, at(2*ms))
+	if l.BytesInFlight() != 2*testMDS {
+		t.Fatal("1-RTT packet not recorded after 0-RTT rejection")
+	}
+	// A Handshake ACK tells the client the server validated its address.
+	sendData(l, SpaceHandshake, 0, at(2*ms))
+	if _, err := l.OnAckReceived(SpaceHandshake, ack(AckRange{0, 0}), at(40*ms)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.peerCompletedAddressValidation() {
+		t.Fatal("Handshake ACK did not complete address validation")
+	}
+}

@@ -29,14 +29,7 @@ func (c *NewReno) OnPacketSent(now time.Time, bytes, bytesInFlight int) { c.onSe
 func (c *NewReno) OnPacketsAcked(now time.Time, acked []SentPacket, bytesInFlight int, rtt *RTT) {
 	for i := range acked {
 		p := &acked[i]
-		if !p.InFlight || !c.onAcked(p) {
-			continue
-		}
-		if c.cwnd < c.ssthresh {
-			// "While a sender is in slow start, the congestion window
-			// increases by the number of bytes acknowledged when each
-			// acknowledgment is processed."
-			c.cwnd += int(p.Size)
+		if !c.growsInAvoidance(p) {
 			continue
 		}
 		// "A sender in congestion avoidance ... MUST limit the increase to

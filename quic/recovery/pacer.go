@@ -28,6 +28,7 @@ type Pacer struct {
 	BurstPackets int
 
 	mds    int
+	cap    int // bucket capacity for the current rate
 	budget int // bytes that may be sent at last
 	last   time.Time
 	cwnd   int
@@ -76,10 +77,11 @@ func (p *Pacer) update(now time.Time) {
 	if p.mds == 0 {
 		p.mds = MinMaxDatagramSize
 	}
+	p.cap = p.capacity()
 	if p.last.IsZero() {
 		// The burst allowance at start.
 		p.last = now
-		p.budget = p.capacity()
+		p.budget = p.cap
 		return
 	}
 	elapsed := now.Sub(p.last)
@@ -87,7 +89,7 @@ func (p *Pacer) update(now time.Time) {
 		return
 	}
 	p.last = now
-	p.budget = min(p.budget+p.refill(elapsed), p.capacity())
+	p.budget = min(p.budget+p.refill(elapsed), p.cap)
 }
 
 // NextSendTime returns when the next full-sized in-flight packet may be
@@ -120,7 +122,7 @@ func (p *Pacer) OnSent(now time.Time, bytes int) {
 	p.update(now)
 	// The budget may go negative when a packet is larger than what was
 	// left; the debt delays the next packet accordingly.
-	p.budget = max(p.budget-bytes, -p.capacity())
+	p.budget = max(p.budget-bytes, -p.cap)
 }
 
 // Budget returns the bytes that may be sent at once as of the last call.
