@@ -1,0 +1,27 @@
+// Package netem emulates network links in user space: rate, queue, delay,
+// jitter, loss (random, bursty, capped runs, drop lists, blackholes),
+// corruption, reordering, duplication and NAT rebinding.
+//
+// The project's kernels have no netem qdisc, so every impairment that is
+// not plain rate shaping has to be done here. The package has three layers:
+//
+//   - [Impairer] is the link model itself: a pure state struct that, given
+//     a datagram arriving at a time, decides whether it is dropped, when its
+//     copies are delivered and whether it is corrupted. It reads no clock and
+//     draws from a seeded generator, so a run can be replayed.
+//   - [Network] is an in-process datagram network of [Conn] endpoints
+//     (each a [net.PacketConn]) joined by Impairers, driven by time.AfterFunc
+//     so that it runs under testing/synctest with a fake clock.
+//   - [Relay] is a real UDP relay between processes, applying the same model
+//     with real timers, for interop runs against other implementations.
+//
+// Both Network and Relay report every datagram (sent, delivered, dropped)
+// to an optional [CaptureFunc]; [WriterCapture] turns that into a capture
+// file through any [DatagramWriter], such as the pcap package's writer.
+//
+// A namespace backend (client, server and link network namespaces joined by
+// veth pairs, with the emulator reading frames through packet sockets, or
+// tbf shaping for fast links) is planned for a later issue; see
+// interop-and-benchmarks.md §3.1 and §3.5. The Impairer is meant to be
+// reused by it unchanged.
+package netem
