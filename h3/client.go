@@ -85,6 +85,10 @@ func (c *ClientConn) Close() error {
 func (c *ClientConn) goAway(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.streams) == 0 {
+		go c.Close()
+		return
+	}
 	for sid, st := range c.streams {
 		if uint64(sid) >= id {
 			// RFC 9114 §5.2: "if the client has already sent requests with
@@ -252,11 +256,19 @@ func (c *ClientConn) newResponse(req *http.Request, st Stream, fr *frameReader, 
 	return resp
 }
 
-// forget removes a finished request from the in-flight set.
+// forget removes a finished request from the in-flight set. After a GOAWAY,
+// the last one to finish closes the connection: RFC 9114 §5.2, "Once all
+// accepted requests and pushes have been processed, the endpoint can permit
+// the connection to become idle, or it MAY initiate an immediate closure of
+// the connection."
 func (c *ClientConn) forget(st Stream) {
 	c.mu.Lock()
 	delete(c.streams, st.ID())
+	idle := len(c.streams) == 0
 	c.mu.Unlock()
+	if gone, _ := c.s.goingAway(); gone && idle {
+		c.Close()
+	}
 }
 
 // clientBody is a response body.
@@ -270,25 +282,31 @@ type clientBody struct {
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		if e, ok := asH3Error(err); ok && e.Remote && b.c.rejectedByGoAway(b.st.ID()) {
+	if err != nil {
+		if err != io.EOF && b.c.rejectedByGoAway(b.st.ID()) {
 			err = ErrGoAway
 		}
+		b.release()
 	}
 	return n, err
+}
+
+// release ends the request's bookkeeping once.
+func (b *clientBody) release() {
+	b.closeOnce.Do(func() {
+		b.stopCancel()
+		b.c.forget(b.st)
+	})
 }
 
 // Close releases the stream; before EOF it cancels the rest of the
 // response with H3_REQUEST_CANCELLED.
 func (b *clientBody) Close() error {
-	b.closeOnce.Do(func() {
-		b.stopCancel()
-		if b.r.err == nil {
-			b.st.StopSending(uint64(ErrCodeRequestCancelled))
-			b.r.err = errors.New("h3: read on closed response body")
-		}
-		b.c.forget(b.st)
-	})
+	if b.r.err == nil {
+		b.st.StopSending(uint64(ErrCodeRequestCancelled))
+		b.r.err = errors.New("h3: read on closed response body")
+	}
+	b.release()
 	return nil
 }
 

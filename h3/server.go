@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Server serves HTTP/3 requests on QUIC connections.
@@ -25,6 +26,12 @@ type Server struct {
 	EnableDatagrams bool
 	// Logger receives handler panics; nil means slog.Default().
 	Logger *slog.Logger
+	// ShutdownGrace is how long a graceful shutdown waits, once the last
+	// request is answered, for the client to close the connection before
+	// the server closes it. Closing at once could discard response bytes
+	// still in flight, since CONNECTION_CLOSE ends every stream. Zero means
+	// one second.
+	ShutdownGrace time.Duration
 }
 
 // serverConn is one connection being served.
@@ -82,8 +89,13 @@ func (srv *Server) ServeConn(ctx context.Context, conn Conn) error {
 	}
 	sc.wg.Wait()
 	err := s.Err()
-	if err == errSessionClosed {
-		return nil
+	sc.mu.Lock()
+	graceful := sc.shuttingDown && sc.active == 0
+	sc.mu.Unlock()
+	if err == errSessionClosed || graceful {
+		if e, ok := asH3Error(err); !ok || e.Code == ErrCodeNoError {
+			return nil
+		}
 	}
 	return err
 }
@@ -112,8 +124,19 @@ func (sc *serverConn) release() {
 	sc.mu.Unlock()
 	sc.wg.Done()
 	if last {
-		sc.s.closeNoError()
+		sc.closeAfterGrace()
 	}
+}
+
+// closeAfterGrace gives the client ShutdownGrace to read the last responses
+// and close the connection itself, then closes it with H3_NO_ERROR.
+func (sc *serverConn) closeAfterGrace() {
+	grace := sc.srv.ShutdownGrace
+	if grace <= 0 {
+		grace = time.Second
+	}
+	t := time.AfterFunc(grace, sc.s.closeNoError)
+	context.AfterFunc(sc.s.ctx, func() { t.Stop() })
 }
 
 // shutdown starts a graceful shutdown.
@@ -130,7 +153,7 @@ func (sc *serverConn) shutdown() {
 	// stream ID"; every request below it was accepted and will be answered.
 	sc.s.sendGoAway(id)
 	if idle {
-		sc.s.closeNoError()
+		sc.closeAfterGrace()
 	}
 }
 
