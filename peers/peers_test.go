@@ -370,3 +370,20 @@ func TestQuicGoTestCases(t *testing.T) {
 		})
 	}
 }
+
+// TestServerFailureDetected: a server that cannot start is an error with
+// its output, not a wait for a port that never comes.
+func TestServerFailureDetected(t *testing.T) {
+	server := needPeer(t, "quic-go", "server")
+	dir := t.TempDir()
+	_, err := server.StartServer(t.Context(), ServerOpts{
+		CertFile: filepath.Join(dir, "missing.pem"), KeyFile: filepath.Join(dir, "missing.key"), Root: dir, LogDir: dir,
+	})
+	if err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("StartServer with a missing certificate: %v, want an error naming it", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "quic-go-server.log"))
+	if !strings.Contains(string(b), "load certificate") {
+		t.Errorf("server log does not hold the server's error:\n%s", b)
+	}
+}

@@ -22,6 +22,9 @@ import (
 // as in the interop runner's contract.
 const stopGrace = 5 * time.Second
 
+// errExitedEarly is a server's exit before it was ready.
+var errExitedEarly = errors.New("exited")
+
 // defaultReadyTimeout bounds the wait for a server to bind its port.
 const defaultReadyTimeout = 10 * time.Second
 
@@ -188,48 +191,57 @@ func (im Impl) StartServer(ctx context.Context, o ServerOpts) (*Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	addr, err := serverAddr(o.Addr)
-	if err != nil {
-		return nil, err
-	}
-	host, port, _ := net.SplitHostPort(addr)
 	tc := o.TestCase
 	if tc == "" {
 		tc = im.DefaultCase
 	}
-	v := &vars{
-		m: map[string]string{
-			"ADDR": addr, "HOST": host, "PORT": port, "CERT": o.CertFile, "KEY": o.KeyFile,
-			"ROOT": o.Root, "ALPN": o.ALPN, "TESTCASE": tc, "KEYLOG": o.KeylogFile, "QLOGDIR": o.QlogDir,
-		},
-		conds: map[string]bool{"retry": o.Retry, "keylog": o.KeylogFile != "", "qlog": o.QlogDir != "", "alpn": o.ALPN != ""},
-		extra: o.ExtraArgs,
-	}
-	args, env := cmd.build(v)
-	p, err := start(ctx, im.Name, "server", bin, args, env, o.LogDir)
-	if err != nil {
-		return nil, err
-	}
-	p.Addr = addr
-	portNum, _ := strconv.Atoi(port)
 	timeout := o.ReadyTimeout
 	if timeout <= 0 {
 		timeout = defaultReadyTimeout
 	}
-	if err := p.waitBound(ctx, portNum, timeout); err != nil {
+	// A port picked here may be taken by another process before the peer
+	// binds it; the peer then exits at once, and a new port is worth a try.
+	const attempts = 3
+	for try := 1; ; try++ {
+		addr, picked, err := serverAddr(o.Addr)
+		if err != nil {
+			return nil, err
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		v := &vars{
+			m: map[string]string{
+				"ADDR": addr, "HOST": host, "PORT": port, "CERT": o.CertFile, "KEY": o.KeyFile,
+				"ROOT": o.Root, "ALPN": o.ALPN, "TESTCASE": tc, "KEYLOG": o.KeylogFile, "QLOGDIR": o.QlogDir,
+			},
+			conds: map[string]bool{"retry": o.Retry, "keylog": o.KeylogFile != "", "qlog": o.QlogDir != "", "alpn": o.ALPN != ""},
+			extra: o.ExtraArgs,
+		}
+		args, env := cmd.build(v)
+		p, err := start(ctx, im.Name, "server", bin, args, env, o.LogDir)
+		if err != nil {
+			return nil, err
+		}
+		p.Addr = addr
+		portNum, _ := strconv.Atoi(port)
+		err = p.waitBound(ctx, portNum, timeout)
+		if err == nil {
+			return p, nil
+		}
 		p.Stop()
-		return nil, err
+		if !picked || try == attempts || !errors.Is(err, errExitedEarly) {
+			return nil, err
+		}
 	}
-	return p, nil
 }
 
-// serverAddr fills in the default host and, for port 0, a free port.
-func serverAddr(addr string) (string, error) {
+// serverAddr fills in the default host and, for port 0, a free port;
+// picked says whether it chose the port.
+func serverAddr(addr string) (_ string, picked bool, err error) {
 	host, port := "127.0.0.1", "0"
 	if addr != "" {
 		h, pt, err := net.SplitHostPort(addr)
 		if err != nil {
-			return "", fmt.Errorf("server address %q: %w", addr, err)
+			return "", false, fmt.Errorf("server address %q: %w", addr, err)
 		}
 		if h != "" {
 			host = h
@@ -241,11 +253,11 @@ func serverAddr(addr string) (string, error) {
 	if port == "0" {
 		p, err := FreeUDPPort(host)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		port = strconv.Itoa(p)
+		port, picked = strconv.Itoa(p), true
 	}
-	return net.JoinHostPort(host, port), nil
+	return net.JoinHostPort(host, port), picked, nil
 }
 
 // FreeUDPPort returns a UDP port on host that was free a moment ago. Another
@@ -467,7 +479,7 @@ func (p *Process) waitBound(ctx context.Context, port int, timeout time.Duration
 			if p.cmd.ProcessState.ExitCode() == 127 {
 				return fmt.Errorf("%s server exited with 127: %w", p.Impl, ErrUnsupported)
 			}
-			return fmt.Errorf("%s server exited before binding UDP port %d: %v\n%s", p.Impl, port, p.waitErr, p.Output())
+			return fmt.Errorf("%s server %w before binding UDP port %d: %v\n%s", p.Impl, errExitedEarly, port, p.waitErr, p.Output())
 		case <-ctx.Done():
 			return fmt.Errorf("%s server: waiting for UDP port %d: %w", p.Impl, port, ctx.Err())
 		case <-deadline.C:
