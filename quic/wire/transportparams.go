@@ -110,8 +110,10 @@ type VersionInformation struct {
 //
 // Raw, when not nil, replaces everything else on encoding: it is written
 // verbatim, in order, duplicates included, which lets probes send any
-// list. ParseTransportParameters fills Raw with the received list; set
-// Raw to nil before re-encoding a parsed value from its typed fields.
+// list. IDs and lengths are written in their shortest encoding; a probe
+// that needs non-minimal ones builds the bytes with AppendVarintLen.
+// ParseTransportParameters fills Raw with the received list; set Raw to
+// nil before re-encoding a parsed value from its typed fields.
 type TransportParameters struct {
 	HasOriginalDestinationConnectionID bool
 	OriginalDestinationConnectionID    []byte
