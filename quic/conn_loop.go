@@ -60,6 +60,12 @@ type connState struct {
 	sendBuf  []byte
 	frameBuf []byte
 	probeRT  probeRuntime
+	stats    connStats
+}
+
+// connStats counts events for tests and debugging.
+type connStats struct {
+	sent, recv, lost, ptos uint64
 }
 
 // newConnWith creates a connection and starts its loop. setup, when not
@@ -257,6 +263,7 @@ func (c *Conn) finish() {
 		c.closeErr = ErrClosed
 	}
 	c.qlogClosed()
+	debugf("conn client=%v end: sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
 	if c.tls != nil {
 		c.tls.Close()
 	}

@@ -180,6 +180,7 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 			c.onPacketLost(now, spaceID(res.Space), p)
 		}
 	case recovery.TimeoutProbe:
+		c.stats.ptos++
 		sp := spaceID(res.Space)
 		if res.AntiDeadlock && !c.isClient {
 			return
@@ -262,6 +263,7 @@ func (c *Conn) onPacketAcked(now time.Time, space spaceID, p recovery.SentPacket
 }
 
 func (c *Conn) onPacketLost(now time.Time, space spaceID, p recovery.SentPacket) {
+	c.stats.lost++
 	c.qlogPacketLost(now, space, uint64(p.PacketNumber))
 	c.loss.logs[space].take(uint64(p.PacketNumber), func(f *sentFrame) {
 		if c.loss.noRetransmit {

@@ -18,6 +18,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	if c.probe != nil && c.probe.DropIncoming != nil && c.probe.DropIncoming(d.b) {
 		return
 	}
+	c.stats.recv++
 	if !c.isClient && !c.addrValidated {
 		c.bytesRecv += uint64(len(d.b))
 	}

@@ -39,6 +39,7 @@ func (c *Conn) sendPackets(now time.Time) {
 			return
 		}
 		c.writeDatagram(b)
+		c.stats.sent++
 	}
 }
 
@@ -109,10 +110,13 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		n++
 	}
 	if n == 0 {
-		if cwndOK {
-			c.loss.cc.SetAppLimited(true)
-		}
+		// RFC 9002 §7.8: the window does not grow while the sender is
+		// application limited.
+		c.loss.cc.SetAppLimited(cwndOK)
 		return nil
+	}
+	if !cwndOK {
+		c.loss.cc.SetAppLimited(false)
 	}
 	last := &pkts[n-1]
 	// RFC 9000 §14.1: "A client MUST expand the payload of all UDP
