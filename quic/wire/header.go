@@ -304,7 +304,7 @@ type LongHeader struct {
 	// PacketNumber is the full packet number; its low PNLen bytes are
 	// written.
 	PacketNumber uint64
-	// PNLen is the packet number length, 1 to 4.
+	// PNLen is the packet number length, 1 to 4; other values mean 4.
 	PNLen int
 }
 
@@ -321,7 +321,16 @@ func (h *LongHeader) Len() int {
 	if h.Type == PacketTypeInitial {
 		n += VarintLen(uint64(len(h.Token))) + len(h.Token)
 	}
-	return n + h.lengthLen() + h.PNLen
+	return n + h.lengthLen() + pnLen(h.PNLen)
+}
+
+// pnLen maps a packet number length outside 1-4 to 4, as
+// AppendPacketNumber does.
+func pnLen(n int) int {
+	if n < 1 || n > 4 {
+		return 4
+	}
+	return n
 }
 
 // Append appends the header and packet number to b. It returns the
@@ -331,7 +340,7 @@ func (h *LongHeader) Len() int {
 // §5.4.2).
 func (h *LongHeader) Append(b []byte) (out []byte, lengthOff, pnOff int) {
 	bits, _ := LongTypeBits(h.Version, h.Type)
-	first := byte(HeaderFormBit|FixedBit) | bits<<4 | (h.ReservedBits&3)<<2 | byte(h.PNLen-1)&PNLenMask
+	first := byte(HeaderFormBit|FixedBit) | bits<<4 | (h.ReservedBits&3)<<2 | byte(pnLen(h.PNLen)-1)
 	if h.ClearFixedBit {
 		first &^= FixedBit
 	}
@@ -363,17 +372,17 @@ type ShortHeader struct {
 	KeyPhase     bool
 	DCID         []byte
 	PacketNumber uint64
-	// PNLen is the packet number length, 1 to 4.
+	// PNLen is the packet number length, 1 to 4; other values mean 4.
 	PNLen int
 }
 
 // Len returns the encoded length of the header, packet number included.
-func (h *ShortHeader) Len() int { return 1 + len(h.DCID) + h.PNLen }
+func (h *ShortHeader) Len() int { return 1 + len(h.DCID) + pnLen(h.PNLen) }
 
 // Append appends the header and packet number to b and returns the
 // offset of the packet number relative to the returned slice.
 func (h *ShortHeader) Append(b []byte) (out []byte, pnOff int) {
-	first := byte(FixedBit) | (h.ReservedBits&3)<<3 | byte(h.PNLen-1)&PNLenMask
+	first := byte(FixedBit) | (h.ReservedBits&3)<<3 | byte(pnLen(h.PNLen)-1)
 	if h.ClearFixedBit {
 		first &^= FixedBit
 	}

@@ -254,3 +254,18 @@ func TestParseHeaderErrorsAreSentinels(t *testing.T) {
 		}
 	}
 }
+
+func TestPNLenOutOfRange(t *testing.T) {
+	for _, n := range []int{0, 5, -1} {
+		h := LongHeader{Version: Version1, Type: PacketTypeHandshake, PNLen: n, PacketNumber: 7}
+		b, _, pnOff := h.Append(nil)
+		if len(b) != h.Len() || len(b)-pnOff != 4 || PacketNumberLen(b[0]) != 4 {
+			t.Errorf("PNLen %d: %x", n, b)
+		}
+		s := ShortHeader{PNLen: n}
+		sb, _ := s.Append(nil)
+		if len(sb) != s.Len() || PacketNumberLen(sb[0]) != 4 {
+			t.Errorf("short PNLen %d: %x", n, sb)
+		}
+	}
+}

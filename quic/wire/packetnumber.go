@@ -33,7 +33,7 @@ func EncodedPacketNumberLen(full, largestAcked uint64) int {
 }
 
 // AppendPacketNumber appends the low n bytes (1 to 4) of pn, most
-// significant first (RFC 9000 §17.1).
+// significant first (RFC 9000 §17.1). Other values of n write 4 bytes.
 func AppendPacketNumber(b []byte, pn uint64, n int) []byte {
 	switch n {
 	case 1:

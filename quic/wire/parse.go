@@ -60,7 +60,19 @@ type reader struct {
 	bad bool
 }
 
+// varint reads a variable-length integer. The one-byte case, the most
+// common, is small enough to be inlined. Once a read has failed, later
+// reads may still succeed, but the frame is rejected anyway.
 func (r *reader) varint() uint64 {
+	if r.off < len(r.b) && r.b[r.off] < 0x40 {
+		v := uint64(r.b[r.off])
+		r.off++
+		return v
+	}
+	return r.varintSlow()
+}
+
+func (r *reader) varintSlow() uint64 {
 	if r.bad {
 		return 0
 	}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 )
 
@@ -324,7 +325,8 @@ func ParseTransportParameters(b []byte, fromServer bool) (*TransportParameters, 
 	p.SetDefaults()
 	var seen uint64 // bit i: known parameter with index < 64 seen
 	var seenGrease, seenMinAck bool
-	for i, tp := range list {
+	var others []uint64
+	for _, tp := range list {
 		id := TransportParameterID(tp.ID)
 		name := id.String()
 		// RFC 9000 §7.4: "An endpoint SHOULD treat receipt of duplicate
@@ -340,12 +342,9 @@ func ParseTransportParameters(b []byte, fromServer bool) (*TransportParameters, 
 		case id == TPMinAckDelay:
 			dup, seenMinAck = seenMinAck, true
 		default:
-			for _, prev := range list[:i] {
-				if prev.ID == tp.ID {
-					dup = true
-					break
-				}
-			}
+			// Checked after the loop, in O(n log n): an extension can hold
+			// thousands of parameters.
+			others = append(others, tp.ID)
 		}
 		if dup {
 			return nil, tpErr("RFC 9000 §7.4: duplicate transport parameter " + name)
@@ -362,6 +361,12 @@ func ParseTransportParameters(b []byte, fromServer bool) (*TransportParameters, 
 		}
 		if err := p.setParam(id, tp.Value); err != nil {
 			return nil, err
+		}
+	}
+	slices.Sort(others)
+	for i := 1; i < len(others); i++ {
+		if others[i] == others[i-1] {
+			return nil, tpErr("RFC 9000 §7.4: duplicate transport parameter " + TransportParameterID(others[i]).String())
 		}
 	}
 	// draft-ietf-quic-ack-frequency-14 §3: "Endpoints that support this

@@ -203,3 +203,20 @@ func TestTransportParameterDefaults(t *testing.T) {
 		t.Error("IsGreaseTransportParameter")
 	}
 }
+
+// TestManyTransportParameters checks that a large extension (the TLS limit
+// is 65535 bytes) is checked for duplicates without quadratic work.
+func TestManyTransportParameters(t *testing.T) {
+	var b []byte
+	for i := range 16000 {
+		b = AppendTransportParameter(b, uint64(1000+i*31), nil)
+	}
+	p, err := ParseTransportParameters(b, false)
+	if err != nil || len(p.Unknown) != 16000 {
+		t.Fatalf("%v", err)
+	}
+	b = AppendTransportParameter(b, 1000+5*31, nil)
+	if _, err := ParseTransportParameters(b, false); err == nil || !strings.Contains(err.Error(), "duplicate") {
+		t.Fatalf("duplicate at the end: %v", err)
+	}
+}

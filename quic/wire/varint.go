@@ -1,18 +1,18 @@
 package wire
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // MaxVarint is the largest value a variable-length integer can hold,
 // 2^62-1 (RFC 9000 §16).
 const MaxVarint = 1<<62 - 1
 
-// errVarintTruncated is returned by ConsumeVarint when b ends inside the
-// integer. It is a sentinel so that the parse path does not allocate.
-var errVarintTruncated = errors.New("wire: truncated variable-length integer")
-
 // ErrTruncated reports that the input ended before the end of the
-// structure being parsed.
-var ErrTruncated = errVarintTruncated
+// integer, header or structure being parsed. It is a sentinel, so parse
+// paths do not allocate.
+var ErrTruncated = errors.New("wire: truncated input")
 
 // VarintLen returns the number of bytes of the shortest encoding of v:
 // 1, 2, 4 or 8. Values above MaxVarint report 8; AppendVarint truncates
@@ -79,21 +79,25 @@ func PutVarintLen(b []byte, v uint64, n int) {
 // otherwise (frame types). It returns ErrTruncated if b is too short.
 func ConsumeVarint(b []byte) (v uint64, n int, err error) {
 	if len(b) == 0 {
-		return 0, 0, errVarintTruncated
+		return 0, 0, ErrTruncated
 	}
-	n = 1 << (b[0] >> 6)
-	if len(b) < n {
-		return 0, 0, errVarintTruncated
-	}
-	switch n {
-	case 1:
+	switch b[0] >> 6 {
+	case 0:
 		return uint64(b[0]), 1, nil
+	case 1:
+		if len(b) < 2 {
+			return 0, 0, ErrTruncated
+		}
+		return uint64(binary.BigEndian.Uint16(b)) & (1<<14 - 1), 2, nil
 	case 2:
-		return uint64(b[0]&0x3f)<<8 | uint64(b[1]), 2, nil
-	case 4:
-		return uint64(b[0]&0x3f)<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3]), 4, nil
+		if len(b) < 4 {
+			return 0, 0, ErrTruncated
+		}
+		return uint64(binary.BigEndian.Uint32(b)) & (1<<30 - 1), 4, nil
 	default:
-		return uint64(b[0]&0x3f)<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]), 8, nil
+		if len(b) < 8 {
+			return 0, 0, ErrTruncated
+		}
+		return binary.BigEndian.Uint64(b) & MaxVarint, 8, nil
 	}
 }
