@@ -97,6 +97,9 @@ func (e *StreamResetError) Error() string {
 	return fmt.Sprintf("quic: stream reset locally with code 0x%x", e.Code)
 }
 
+// ResetCode returns the application error code of the reset.
+func (e *StreamResetError) ResetCode() uint64 { return e.Code }
+
 // ErrClosed is returned by operations on a closed Endpoint or stream.
 var ErrClosed = errors.New("quic: closed")
 

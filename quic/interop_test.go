@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/quic"
 )
@@ -40,7 +42,7 @@ func needPeer(t *testing.T, name, role string) peers.Impl {
 
 func writeFiles(t *testing.T, dir string) {
 	for _, n := range interopSizes {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(n)), content(n), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fileName(n)), content(n), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +99,7 @@ func TestInteropQuiverClient(t *testing.T) {
 			defer c.Close(0, "")
 			for _, n := range interopSizes {
 				start := time.Now()
-				got, err := hqGet(ctx, c, fmt.Sprintf("/%d", n))
+				got, err := hqGet(ctx, c, "/"+fileName(n))
 				if err != nil {
 					t.Fatalf("GET /%d: %v\n%s", n, err, p.Output())
 				}
@@ -165,7 +167,7 @@ func TestInteropQuiverServer(t *testing.T) {
 			go serveHQ(ctx, ep, root)
 			var urls []string
 			for _, n := range interopSizes {
-				urls = append(urls, fmt.Sprintf("https://%s/%d", ep.Addr(), n))
+				urls = append(urls, fmt.Sprintf("https://%s/%s", ep.Addr(), fileName(n)))
 			}
 			out := filepath.Join(dir, "out")
 			os.Mkdir(out, 0o755)
@@ -178,7 +180,7 @@ func TestInteropQuiverServer(t *testing.T) {
 				t.Fatalf("%s client: %v\n%s", name, err, out)
 			}
 			for _, n := range interopSizes {
-				got, err := os.ReadFile(filepath.Join(out, fmt.Sprint(n)))
+				got, err := os.ReadFile(filepath.Join(out, fileName(n)))
 				if err != nil || !bytes.Equal(got, content(n)) {
 					t.Fatalf("file %d: %d bytes, err %v", n, len(got), err)
 				}
@@ -187,3 +189,147 @@ func TestInteropQuiverServer(t *testing.T) {
 		})
 	}
 }
+
+// h3Conn adapts a *quic.Conn to the h3 package's connection interface.
+type h3Conn struct{ c *quic.Conn }
+
+func (a h3Conn) OpenStream(ctx context.Context) (h3.Stream, error) {
+	s, err := a.c.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (a h3Conn) OpenUniStream(ctx context.Context) (h3.Stream, error) {
+	s, err := a.c.OpenUniStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (a h3Conn) AcceptStream(ctx context.Context) (h3.Stream, error) {
+	s, err := a.c.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (a h3Conn) AcceptUniStream(ctx context.Context) (h3.Stream, error) {
+	s, err := a.c.AcceptUniStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (a h3Conn) Close(code uint64, reason string) error { return a.c.Close(code, reason) }
+func (a h3Conn) ALPN() string                           { return a.c.ALPN() }
+
+func TestInteropQuiverClientH3(t *testing.T) {
+	for _, name := range []string{"ngtcp2", "quic-go"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "server")
+			dir := t.TempDir()
+			root := filepath.Join(dir, "www")
+			os.Mkdir(root, 0o755)
+			writeFiles(t, root)
+			certFile, keyFile, err := peers.WriteSelfSignedCert(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			p, err := im.StartServer(ctx, peers.ServerOpts{CertFile: certFile, KeyFile: keyFile, Root: root, ALPN: h3.ALPNH3, TestCase: "http3"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			cfg := &quic.Config{TLSConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{h3.ALPNH3}}}
+			c, err := quic.Dial(ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial %s: %v\n%s", p.Addr, err, p.Output())
+			}
+			defer c.Close(0, "")
+			cc, err := h3.NewClientConn(ctx, h3Conn{c}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			for _, n := range interopSizes {
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://%s/%s", p.Addr, fileName(n)), nil)
+				resp, err := cc.RoundTrip(req)
+				if err != nil {
+					t.Fatalf("GET /%d: %v\n%s", n, err, p.Output())
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, content(n)) {
+					t.Fatalf("GET /%d: status %d, %d bytes, err %v", n, resp.StatusCode, len(got), err)
+				}
+				t.Logf("GET /%d: %v", n, time.Since(start))
+			}
+		})
+	}
+}
+
+func TestInteropQuiverServerH3(t *testing.T) {
+	for _, name := range []string{"ngtcp2", "quic-go"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "client")
+			dir := t.TempDir()
+			root := filepath.Join(dir, "www")
+			os.Mkdir(root, 0o755)
+			writeFiles(t, root)
+			cert, _, err := peers.SelfSigned()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNH3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			srv := &h3.Server{Handler: h3.FileHandler(os.DirFS(root))}
+			go func() {
+				for {
+					c, err := ep.Accept(ctx)
+					if err != nil {
+						return
+					}
+					go srv.ServeConn(ctx, h3Conn{c})
+				}
+			}()
+			var urls []string
+			for _, n := range interopSizes {
+				urls = append(urls, fmt.Sprintf("https://%s/%s", ep.Addr(), fileName(n)))
+			}
+			out := filepath.Join(dir, "out")
+			os.Mkdir(out, 0o755)
+			res, err := im.RunClient(ctx, peers.ClientOpts{URLs: urls, OutDir: out, ALPN: h3.ALPNH3, TestCase: "http3"})
+			if err != nil {
+				o := ""
+				if res != nil {
+					o = res.Output
+				}
+				t.Fatalf("%s client: %v\n%s", name, err, o)
+			}
+			for _, n := range interopSizes {
+				got, err := os.ReadFile(filepath.Join(out, fileName(n)))
+				if err != nil || !bytes.Equal(got, content(n)) {
+					t.Fatalf("file %d: %d bytes, err %v", n, len(got), err)
+				}
+			}
+			t.Logf("%s client fetched %d files in %v", name, len(urls), res.Duration)
+		})
+	}
+}
+
+// fileName is the name of the test file of n bytes. It is not a bare
+// number: ngtcp2's server answers GET /N with N generated bytes.
+func fileName(n int) string { return fmt.Sprintf("file-%d", n) }

@@ -26,6 +26,7 @@ type Stream struct {
 	readDL     time.Time
 	writeDL    time.Time
 	localReset bool
+	stopped    bool
 
 	readWake  chan struct{}
 	writeWake chan struct{}
@@ -79,7 +80,7 @@ func (s *Stream) ReadContext(ctx context.Context, p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, &StreamResetError{Code: code, Remote: true}
 		}
-		if s.localReset {
+		if s.stopped {
 			c.mu.Unlock()
 			return 0, ErrClosed
 		}
@@ -200,7 +201,7 @@ func (s *Stream) Close() error {
 }
 
 // Reset abandons the sending part with RESET_STREAM and code.
-func (s *Stream) Reset(code uint64) error {
+func (s *Stream) Reset(code uint64) {
 	c := s.c
 	c.mu.Lock()
 	if s.canSend {
@@ -211,22 +212,21 @@ func (s *Stream) Reset(code uint64) error {
 	c.mu.Unlock()
 	signal(s.writeWake)
 	c.wake()
-	return nil
 }
 
 // StopSending abandons the receiving part and asks the peer with
 // STOP_SENDING and code to stop sending.
-func (s *Stream) StopSending(code uint64) error {
+func (s *Stream) StopSending(code uint64) {
 	c := s.c
 	c.mu.Lock()
 	if s.canRecv {
+		s.stopped = true
 		s.recv.StopSending(code)
 		c.queueControlLocked(s)
 	}
 	c.mu.Unlock()
 	signal(s.readWake)
 	c.wake()
-	return nil
 }
 
 // SetReadDeadline sets the deadline for Read.
