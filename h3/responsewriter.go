@@ -29,7 +29,8 @@ type responseWriter struct {
 	declaredLen int64 // Content-Length set by the handler, or -1
 	written     int64 // content bytes accepted from the handler
 	buf         []byte
-	err         error // sticky write error
+	hdr         [16]byte // DATA frame header of a large write
+	err         error    // sticky write error
 }
 
 var (
@@ -110,8 +111,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	// A large write goes out as one DATA frame without being copied.
-	var hdr [16]byte
-	if err := w.writeStream(appendFrameHeader(hdr[:0], FrameData, uint64(len(p)))); err != nil {
+	if err := w.writeStream(appendFrameHeader(w.hdr[:0], FrameData, uint64(len(p)))); err != nil {
 		return 0, err
 	}
 	if err := w.writeStream(p); err != nil {
