@@ -155,7 +155,9 @@ type AckRange struct{ Smallest, Largest uint64 }
 // AckFrame is an ACK frame (RFC 9000 §19.3). Ranges are in descending
 // order: Ranges[0].Largest is the Largest Acknowledged field. The encoder
 // derives the First ACK Range, Gap and ACK Range Length fields from
-// consecutive ranges without checking them.
+// consecutive ranges without checking them; with no range it writes
+// Largest Acknowledged 0 and First ACK Range 0. A parsed AckFrame's Ranges
+// live in the Parser's buffer and are overwritten by the next ACK parsed.
 type AckFrame struct {
 	Ranges []AckRange
 	// AckDelay is the raw encoded field; multiply by

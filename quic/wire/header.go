@@ -267,15 +267,23 @@ func ParseVersionNegotiation(b []byte) (VersionNegotiation, error) {
 // the other bits chosen at random. Connection IDs of any length up to 255
 // bytes are written as given.
 func AppendVersionNegotiation(b []byte, firstByte byte, dcid, scid []byte, versions ...Version) []byte {
-	b = append(b, firstByte, 0, 0, 0, 0)
-	b = append(b, byte(len(dcid)))
-	b = append(b, dcid...)
-	b = append(b, byte(len(scid)))
-	b = append(b, scid...)
+	b = appendLongPrefix(b, firstByte, VersionNegotiationVersion, dcid, scid)
 	for _, v := range versions {
 		b = binary.BigEndian.AppendUint32(b, uint32(v))
 	}
 	return b
+}
+
+// appendLongPrefix appends the version-independent start of a long header
+// (RFC 8999 §5.1): first byte, version, and the two connection IDs with
+// their one-byte lengths.
+func appendLongPrefix(b []byte, first byte, v Version, dcid, scid []byte) []byte {
+	b = append(b, first)
+	b = binary.BigEndian.AppendUint32(b, uint32(v))
+	b = append(b, byte(len(dcid)))
+	b = append(b, dcid...)
+	b = append(b, byte(len(scid)))
+	return append(b, scid...)
 }
 
 // LongHeader describes a long header to encode (Initial, 0-RTT or
@@ -344,12 +352,7 @@ func (h *LongHeader) Append(b []byte) (out []byte, lengthOff, pnOff int) {
 	if h.ClearFixedBit {
 		first &^= FixedBit
 	}
-	b = append(b, first)
-	b = binary.BigEndian.AppendUint32(b, uint32(h.Version))
-	b = append(b, byte(len(h.DCID)))
-	b = append(b, h.DCID...)
-	b = append(b, byte(len(h.SCID)))
-	b = append(b, h.SCID...)
+	b = appendLongPrefix(b, first, h.Version, h.DCID, h.SCID)
 	if h.Type == PacketTypeInitial {
 		b = AppendVarint(b, uint64(len(h.Token)))
 		b = append(b, h.Token...)
@@ -428,12 +431,7 @@ func ParseRetry(b []byte) (Retry, error) {
 // AppendRetryPseudoPacket and the caller appends it.
 func (r *Retry) AppendWithoutTag(b []byte) []byte {
 	bits, _ := LongTypeBits(r.Version, PacketTypeRetry)
-	b = append(b, HeaderFormBit|FixedBit|bits<<4|r.Unused&0x0f)
-	b = binary.BigEndian.AppendUint32(b, uint32(r.Version))
-	b = append(b, byte(len(r.DCID)))
-	b = append(b, r.DCID...)
-	b = append(b, byte(len(r.SCID)))
-	b = append(b, r.SCID...)
+	b = appendLongPrefix(b, HeaderFormBit|FixedBit|bits<<4|r.Unused&0x0f, r.Version, r.DCID, r.SCID)
 	return append(b, r.Token...)
 }
 
