@@ -1,0 +1,132 @@
+package netem
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// A timedQueue hands items to deliver at their due time, in (time, push)
+// order, from a single time.AfterFunc timer. Timers rather than a goroutine
+// per queue keep the in-process Network free of long-lived goroutines, and
+// work unchanged under testing/synctest, where AfterFunc runs on the
+// bubble's fake clock.
+type timedQueue[T any] struct {
+	deliver func(now time.Time, item T)
+
+	mu      sync.Mutex
+	h       timedHeap[T]
+	seq     uint64
+	timer   *time.Timer
+	timerAt time.Time // when timer fires; zero when it is not armed
+	stopped bool
+	batch   []T
+
+	// delivering serialises the delivery of batches, so that two timer
+	// callbacks never deliver out of order.
+	delivering sync.Mutex
+}
+
+type timed[T any] struct {
+	at   time.Time
+	seq  uint64
+	item T
+}
+
+type timedHeap[T any] []timed[T]
+
+func (h timedHeap[T]) Len() int { return len(h) }
+func (h timedHeap[T]) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timedHeap[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timedHeap[T]) Push(x any)   { *h = append(*h, x.(timed[T])) }
+func (h *timedHeap[T]) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = timed[T]{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newTimedQueue[T any](deliver func(time.Time, T)) *timedQueue[T] {
+	return &timedQueue[T]{deliver: deliver}
+}
+
+// push schedules item for delivery at at. It reports false after stop.
+func (q *timedQueue[T]) push(at time.Time, item T) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return false
+	}
+	heap.Push(&q.h, timed[T]{at, q.seq, item})
+	q.seq++
+	if q.timerAt.IsZero() || at.Before(q.timerAt) {
+		q.arm(at)
+	}
+	return true
+}
+
+// arm sets the timer to fire at at. q.mu is held.
+func (q *timedQueue[T]) arm(at time.Time) {
+	q.timerAt = at
+	d := time.Until(at)
+	if q.timer == nil {
+		q.timer = time.AfterFunc(d, q.fire)
+	} else {
+		q.timer.Reset(d)
+	}
+}
+
+// fire delivers every item that is due and re-arms the timer for the next.
+func (q *timedQueue[T]) fire() {
+	q.delivering.Lock()
+	defer q.delivering.Unlock()
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	batch := q.batch[:0]
+	for len(q.h) > 0 && !q.h[0].at.After(now) {
+		batch = append(batch, heap.Pop(&q.h).(timed[T]).item)
+	}
+	q.timerAt = time.Time{}
+	if len(q.h) > 0 {
+		q.arm(q.h[0].at)
+	}
+	q.mu.Unlock()
+	for _, it := range batch {
+		q.deliver(now, it)
+	}
+	clear(batch)
+	q.mu.Lock()
+	q.batch = batch
+	q.mu.Unlock()
+}
+
+// stop cancels every pending delivery and waits for a running one to end.
+// It must not be called from deliver.
+func (q *timedQueue[T]) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.h = nil
+	q.mu.Unlock()
+	q.delivering.Lock()
+	q.delivering.Unlock() //nolint:staticcheck // an empty critical section waits for fire to finish
+}
+
+// len returns the number of pending items.
+func (q *timedQueue[T]) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.h)
+}
