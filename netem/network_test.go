@@ -431,6 +431,10 @@ func TestNetworkCapture(t *testing.T) {
 			b.WriteToUDPAddrPort(datagram(i, 60), addrA)
 		}
 		arrA, arrB := <-gotA, <-gotB
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		traceA.mu.Lock()
+		defer traceA.mu.Unlock()
 		count := map[EventKind]int{}
 		for _, e := range rec.events {
 			count[e.Kind]++
