@@ -149,6 +149,24 @@ func addRegularField(h http.Header, f qpack.HeaderField) error {
 
 const rulePseudoOrder = `RFC 9114 §4.3: "Any request or response that contains a pseudo-header field that appears in a header section after a regular header field MUST be treated as malformed"`
 
+// splitFields checks that pseudo-header fields come first, adds the regular
+// fields to h, and returns the pseudo-header fields.
+func splitFields(fields []qpack.HeaderField, h http.Header) ([]qpack.HeaderField, error) {
+	n := 0
+	for n < len(fields) && strings.HasPrefix(fields[n].Name, ":") {
+		n++
+	}
+	for _, f := range fields[n:] {
+		if strings.HasPrefix(f.Name, ":") {
+			return nil, malformed("%s after a regular field; %s", f.Name, rulePseudoOrder)
+		}
+		if err := addRegularField(h, f); err != nil {
+			return nil, err
+		}
+	}
+	return fields[:n], nil
+}
+
 // requestHead is a validated request header section.
 type requestHead struct {
 	method, scheme, authority, path, protocol string
@@ -160,18 +178,11 @@ type requestHead struct {
 func parseRequestHead(fields []qpack.HeaderField) (*requestHead, error) {
 	rh := &requestHead{header: make(http.Header), contentLength: -1}
 	var seen [5]bool // method, scheme, authority, path, protocol
-	regular := false
-	for _, f := range fields {
-		if !strings.HasPrefix(f.Name, ":") {
-			regular = true
-			if err := addRegularField(rh.header, f); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if regular {
-			return nil, malformed("%s after a regular field; %s", f.Name, rulePseudoOrder)
-		}
+	pseudo, err := splitFields(fields, rh.header)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range pseudo {
 		var i int
 		var dst *string
 		switch f.Name {
@@ -275,18 +286,12 @@ type responseHead struct {
 // parseResponseHead validates a response header section (RFC 9114 §4.3.2).
 func parseResponseHead(fields []qpack.HeaderField) (*responseHead, error) {
 	rh := &responseHead{header: make(http.Header), contentLength: -1}
-	seenStatus, regular := false, false
-	for _, f := range fields {
-		if !strings.HasPrefix(f.Name, ":") {
-			regular = true
-			if err := addRegularField(rh.header, f); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if regular {
-			return nil, malformed("%s after a regular field; %s", f.Name, rulePseudoOrder)
-		}
+	seenStatus := false
+	pseudo, err := splitFields(fields, rh.header)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range pseudo {
 		if f.Name != ":status" {
 			return nil, malformed(`pseudo-header %q in a response; RFC 9114 §4.3: "pseudo-header fields defined for requests MUST NOT appear in responses"`, f.Name)
 		}

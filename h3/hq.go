@@ -79,7 +79,8 @@ func readHQRequest(r io.Reader) ([]byte, error) {
 
 // ServeHQ serves hq-interop requests on conn from root until ctx is done or
 // the connection ends; it then returns the error that ended it (ctx.Err()
-// when ctx ended it). Use os.DirFS(dir), or better (*os.Root).FS(), which
+// when ctx ended it). Transfers still running when ctx ends are reset; the
+// connection itself is left for the caller to close. Use os.DirFS(dir), or better (*os.Root).FS(), which
 // also stops symbolic links from leaving the directory.
 //
 // Each request stream gets the file's bytes and FIN. A missing or
@@ -100,6 +101,13 @@ func ServeHQ(ctx context.Context, conn Conn, root fs.FS) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// When ctx ends, abort the transfer so that ServeHQ returns
+			// promptly even if the client has stopped reading.
+			stop := context.AfterFunc(ctx, func() {
+				st.StopSending(0)
+				st.Reset(0)
+			})
+			defer stop()
 			serveHQStream(st, root)
 		}()
 	}

@@ -234,7 +234,10 @@ func (sc *serverConn) requestFailed(st Stream, err error) {
 		// Fields Too Large) status code".
 		st.Write(headersFrame(encodeFieldSection(statusField(http.StatusRequestHeaderFieldsTooLarge), nil, nil)))
 		st.CloseWrite()
-		st.StopSending(uint64(ErrCodeRequestRejected))
+		// The 431 is a complete response, so RFC 9114 §4.1.1 lets the
+		// server stop the rest of the request "without error by triggering
+		// a QUIC STOP_SENDING frame with error code H3_NO_ERROR".
+		st.StopSending(uint64(ErrCodeNoError))
 	case isH3 && e.Remote:
 		st.Reset(uint64(ErrCodeRequestCancelled))
 	case isH3 && e.Stream:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 )
 
@@ -141,7 +142,9 @@ func (s *session) fail(e *Error) {
 	if first {
 		reason := e.Reason
 		if len(reason) > 256 {
-			reason = reason[:256]
+			// The reason phrase is UTF-8 (RFC 9000 §19.19); do not cut a
+			// character in two.
+			reason = strings.ToValidUTF8(reason[:256], "")
 		}
 		s.conn.Close(uint64(e.Code), reason)
 		s.cancel()
