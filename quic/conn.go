@@ -39,6 +39,7 @@ type Conn struct {
 	mu         sync.Mutex
 	acceptWake chan struct{}
 	tlsState   tls.ConnectionState
+	info       ConnectionInfo
 	alpn       string
 
 	// Everything below belongs to the loop.
@@ -184,3 +185,20 @@ func (c *Conn) RemoteAddr() net.Addr { return net.UDPAddrFromAddrPort(c.peerAddr
 
 // IsClient reports whether this is the client side of the connection.
 func (c *Conn) IsClient() bool { return c.isClient }
+
+// ConnectionInfo describes how a connection was set up.
+type ConnectionInfo struct {
+	Version uint32 // negotiated QUIC version
+	Retried bool   // the client processed a Retry / the server validated with one
+	// VersionNegotiated reports that a Version Negotiation packet made
+	// the client change version.
+	VersionNegotiated bool
+}
+
+// ConnectionInfo returns the version and handshake facts of the
+// connection, as they stood when the handshake completed.
+func (c *Conn) ConnectionInfo() ConnectionInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}

@@ -182,6 +182,7 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 	c.mu.Lock()
 	c.tlsState = st
 	c.alpn = st.NegotiatedProtocol
+	c.info = ConnectionInfo{Version: c.version, Retried: c.gotRetry || c.retrySCID != nil, VersionNegotiated: c.gotVN}
 	c.mu.Unlock()
 	if !c.isClient {
 		// RFC 9001 §4.1.2: "the TLS handshake is considered confirmed at

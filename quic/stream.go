@@ -192,7 +192,9 @@ func (s *Stream) Close() error {
 	s.CloseWrite()
 	c := s.c
 	c.mu.Lock()
-	stop := s.canRecv && !s.recv.Done() && s.recv.State() == streams.RecvRecv
+	// Only a stream whose final size is still unknown needs STOP_SENDING:
+	// once the FIN has arrived, the peer has nothing left to send.
+	stop := s.canRecv && !s.stopped && s.recv.State() == streams.RecvRecv
 	c.mu.Unlock()
 	if stop {
 		s.StopSending(0)
