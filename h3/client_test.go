@@ -95,7 +95,12 @@ func TestClientConnectionErrors(t *testing.T) {
 			rs.controlStream(&SettingsFrame{}, &GoAwayFrame{ID: 1})
 		}, ErrCodeIDError},
 		{"GOAWAY ID increasing", func(rs *rawServer) {
-			rs.controlStream(&SettingsFrame{}, &GoAwayFrame{ID: 4}, &GoAwayFrame{ID: 8})
+			// A request in flight keeps the client from closing the
+			// connection after the first GOAWAY.
+			ctrl := rs.controlStream(&SettingsFrame{})
+			rs.roundTrip("/")
+			synctest.Wait()
+			ctrl.Write((&GoAwayFrame{ID: 8}).Append((&GoAwayFrame{ID: 4}).Append(nil)))
 		}, ErrCodeIDError},
 		{"MAX_PUSH_ID from server", func(rs *rawServer) {
 			rs.controlStream(&SettingsFrame{}, &MaxPushIDFrame{PushID: 1})

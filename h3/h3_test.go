@@ -563,3 +563,64 @@ func TestServerTolerates(t *testing.T) {
 		<-rc.serveErr
 	})
 }
+
+// TestH3ResponseHeaders checks Content-Length, HEAD and bodiless statuses.
+func TestH3ResponseHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := newH3Test(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/small":
+				io.WriteString(w, "<html>hello</html>")
+			case "/nocontent":
+				w.WriteHeader(http.StatusNoContent)
+				if _, err := w.Write([]byte("x")); err != http.ErrBodyNotAllowed {
+					t.Errorf("Write after 204: %v", err)
+				}
+			case "/short":
+				w.Header().Set("Content-Length", "10")
+				io.WriteString(w, "abc")
+			}
+		}))
+		resp, body, err := tt.get("/small")
+		if err != nil || resp.ContentLength != 18 || string(body) != "<html>hello</html>" {
+			t.Errorf("/small: %v, %d, %q", err, resp.ContentLength, body)
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("sniffed Content-Type %q", ct)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), "HEAD", "https://quiver.test/small", nil)
+		resp, err = tt.cc.RoundTrip(req)
+		if err != nil || resp.ContentLength != 18 || resp.Body != http.NoBody {
+			t.Errorf("HEAD: %v, %+v", err, resp)
+		}
+		resp, body, err = tt.get("/nocontent")
+		if err != nil || resp.StatusCode != 204 || len(body) != 0 {
+			t.Errorf("/nocontent: %v, %v, %q", err, resp, body)
+		}
+		// A handler that writes less than its Content-Length gets its
+		// stream reset rather than a malformed response.
+		if _, _, err := tt.get("/short"); err == nil {
+			t.Error("/short: no error")
+		}
+		tt.close()
+	})
+}
+
+func TestH3RequestTrailers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan string, 1)
+		rc := newRawClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			got <- r.Trailer.Get("X-Checksum")
+		}))
+		rc.controlStream(&SettingsFrame{})
+		st := rc.request(append(goodRequest[:4:4], fieldsOf("trailer", "x-checksum")...),
+			&DataFrame{Data: []byte("body")}, &HeadersFrame{FieldSection: encodeRaw(fieldsOf("x-checksum", "42"))})
+		io.ReadAll(st)
+		if v := <-got; v != "42" {
+			t.Errorf("trailer X-Checksum = %q", v)
+		}
+		rc.c.Close(0, "")
+		<-rc.serveErr
+	})
+}
