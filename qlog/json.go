@@ -43,10 +43,33 @@ func (e *enc) objectStart(k string) { e.key(k); e.b = append(e.b, '{'); e.first 
 func (e *enc) arrayStart(k string)  { e.key(k); e.b = append(e.b, '['); e.first = true }
 func (e *enc) arrayEnd()            { e.b = append(e.b, ']'); e.first = false }
 
+// list writes vs as an array of scalars encoded by appendOne; a nil slice
+// is omitted, an empty one written as [].
+func list[T any](e *enc, k string, vs []T, appendOne func([]byte, T) []byte) {
+	if vs == nil {
+		return
+	}
+	e.arrayStart(k)
+	for _, v := range vs {
+		e.sep()
+		e.b = appendOne(e.b, v)
+	}
+	e.arrayEnd()
+}
+
 // elemObject starts an object that is an element of the current array.
 func (e *enc) elemObject() { e.sep(); e.b = append(e.b, '{'); e.first = true }
 
 func (e *enc) str(k, v string) { e.key(k); e.b = appendQuoted(e.b, v) }
+
+// optStr writes a string member unless it is empty, the usual rule for
+// optional qlog text fields.
+func (e *enc) optStr(k, v string) {
+	if v != "" {
+		e.str(k, v)
+	}
+}
+
 func (e *enc) uint(k string, v uint64) {
 	e.key(k)
 	e.b = strconv.AppendUint(e.b, v, 10)

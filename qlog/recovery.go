@@ -156,13 +156,9 @@ func (CongestionStateUpdated) Name() string { return NameCongestionStateUpdated 
 func (ev CongestionStateUpdated) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	if ev.Old != "" {
-		e.str("old", ev.Old)
-	}
+	e.optStr("old", ev.Old)
 	e.str("new", ev.New)
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }
@@ -201,12 +197,8 @@ func (ev LossTimerUpdated) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
 	e.str("event_type", ev.EventType)
-	if ev.TimerType != "" {
-		e.str("timer_type", ev.TimerType)
-	}
-	if ev.PacketNumberSpace != "" {
-		e.str("packet_number_space", ev.PacketNumberSpace)
-	}
+	e.optStr("timer_type", ev.TimerType)
+	e.optStr("packet_number_space", ev.PacketNumberSpace)
 	if ev.EventType == TimerSet {
 		e.ms("delta", ev.Delta)
 	}
@@ -248,9 +240,7 @@ func (ev PacketLost) AppendData(b []byte) []byte {
 	if ev.Frames != nil {
 		e.frames("frames", ev.Frames)
 	}
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }

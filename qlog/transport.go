@@ -82,9 +82,7 @@ func appendPacket(b []byte, h *PacketHeader, fs []FrameInfo, raw RawInfo, coales
 	if coalesced {
 		e.bool("is_coalesced", true)
 	}
-	if trigger != "" {
-		e.str("trigger", trigger)
-	}
+	e.optStr("trigger", trigger)
 	e.close()
 	return e.b
 }
@@ -116,9 +114,7 @@ func (ev PacketDropped) AppendData(b []byte) []byte {
 	if !ev.Raw.isZero() {
 		e.raw("raw", ev.Raw)
 	}
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }
@@ -253,9 +249,7 @@ func (ConnectionClosed) Name() string { return NameConnectionClosed }
 func (ev ConnectionClosed) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	if ev.Owner != "" {
-		e.str("owner", string(ev.Owner))
-	}
+	e.optStr("owner", string(ev.Owner))
 	if ev.Application {
 		e.uint("application_code", ev.Code)
 	} else {
@@ -266,12 +260,8 @@ func (ev ConnectionClosed) AppendData(b []byte) []byte {
 			e.b = strconv.AppendUint(e.b, ev.Code, 10)
 		}
 	}
-	if ev.Reason != "" {
-		e.str("reason", ev.Reason)
-	}
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("reason", ev.Reason)
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }
@@ -332,9 +322,7 @@ func (ConnectionStateUpdated) Name() string { return NameConnectionStateUpdated 
 func (ev ConnectionStateUpdated) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	if ev.Old != "" {
-		e.str("old", string(ev.Old))
-	}
+	e.optStr("old", string(ev.Old))
 	e.str("new", string(ev.New))
 	e.close()
 	return e.b
@@ -355,19 +343,8 @@ func (VersionInformation) Name() string { return NameVersionInformation }
 func (ev VersionInformation) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	versions := func(k string, vs []Version) {
-		if vs == nil {
-			return
-		}
-		e.arrayStart(k)
-		for _, v := range vs {
-			e.sep()
-			e.b = appendVersion(e.b, v)
-		}
-		e.arrayEnd()
-	}
-	versions("server_versions", ev.ServerVersions)
-	versions("client_versions", ev.ClientVersions)
+	list(&e, "server_versions", ev.ServerVersions, appendVersion)
+	list(&e, "client_versions", ev.ClientVersions, appendVersion)
 	if ev.ChosenVersion != 0 {
 		e.key("chosen_version")
 		e.b = appendVersion(e.b, ev.ChosenVersion)
@@ -390,22 +367,9 @@ func (ALPNInformation) Name() string { return NameALPNInformation }
 func (ev ALPNInformation) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	list := func(k string, vs []string) {
-		if vs == nil {
-			return
-		}
-		e.arrayStart(k)
-		for _, v := range vs {
-			e.sep()
-			e.b = appendQuoted(e.b, v)
-		}
-		e.arrayEnd()
-	}
-	list("server_alpns", ev.ServerALPNs)
-	list("client_alpns", ev.ClientALPNs)
-	if ev.ChosenALPN != "" {
-		e.str("chosen_alpn", ev.ChosenALPN)
-	}
+	list(&e, "server_alpns", ev.ServerALPNs, appendQuoted)
+	list(&e, "client_alpns", ev.ClientALPNs, appendQuoted)
+	e.optStr("chosen_alpn", ev.ChosenALPN)
 	e.close()
 	return e.b
 }
@@ -462,18 +426,14 @@ func (ParametersSet) Name() string { return NameParametersSet }
 func (ev ParametersSet) AppendData(b []byte) []byte {
 	e := enc{b: b}
 	e.open()
-	if ev.Owner != "" {
-		e.str("owner", string(ev.Owner))
-	}
+	e.optStr("owner", string(ev.Owner))
 	if ev.ResumptionAllowed {
 		e.bool("resumption_allowed", true)
 	}
 	if ev.EarlyDataEnabled {
 		e.bool("early_data_enabled", true)
 	}
-	if ev.TLSCipher != "" {
-		e.str("tls_cipher", ev.TLSCipher)
-	}
+	e.optStr("tls_cipher", ev.TLSCipher)
 	optHex := func(k string, v HexBytes) {
 		if v != nil {
 			e.hex(k, v)
@@ -587,9 +547,7 @@ func (ev KeyUpdated) AppendData(b []byte) []byte {
 	if ev.KeyType.is1RTT() {
 		e.uint("generation", ev.Generation)
 	}
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }
@@ -613,9 +571,7 @@ func (ev KeyDiscarded) AppendData(b []byte) []byte {
 	if ev.KeyType.is1RTT() {
 		e.uint("generation", ev.Generation)
 	}
-	if ev.Trigger != "" {
-		e.str("trigger", ev.Trigger)
-	}
+	e.optStr("trigger", ev.Trigger)
 	e.close()
 	return e.b
 }

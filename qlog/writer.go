@@ -78,12 +78,8 @@ func appendHeader(b []byte, t *Trace) []byte {
 	e.open()
 	e.str("qlog_version", QlogVersion)
 	e.str("qlog_format", QlogFormat)
-	if t.Title != "" {
-		e.str("title", t.Title)
-	}
-	if t.Description != "" {
-		e.str("description", t.Description)
-	}
+	e.optStr("title", t.Title)
+	e.optStr("description", t.Description)
 	e.objectStart("trace")
 	e.objectStart("vantage_point")
 	v := t.Vantage
