@@ -192,13 +192,13 @@ func (f *SettingsFrame) Get(id uint64) (uint64, bool) {
 	return 0, false
 }
 
-// errShortFrame reports a frame that b does not hold completely.
-var errShortFrame = errors.New("h3: incomplete frame")
+// ErrShortFrame is returned by ParseFrame when b ends inside the frame.
+var ErrShortFrame = errors.New("h3: incomplete frame")
 
 // ParseFrame parses the frame at the start of b and returns it with the
-// number of bytes it used. If b ends inside the frame it returns an error
-// wrapping io.ErrUnexpectedEOF-like errShortFrame; callers reading a stream
-// that ended cleanly must turn that into H3_FRAME_ERROR (RFC 9114 §7.1).
+// number of bytes it used. If b ends inside the frame it returns
+// ErrShortFrame; callers reading a stream that ended cleanly must turn that
+// into H3_FRAME_ERROR (RFC 9114 §7.1).
 // Layout violations are returned as an *Error (connection error). The
 // returned frame's byte slices alias b.
 //
@@ -207,15 +207,15 @@ var errShortFrame = errors.New("h3: incomplete frame")
 func ParseFrame(b []byte) (Frame, int, error) {
 	t, n1 := parseVarint(b)
 	if n1 == 0 {
-		return nil, 0, errShortFrame
+		return nil, 0, ErrShortFrame
 	}
 	length, n2 := parseVarint(b[n1:])
 	if n2 == 0 {
-		return nil, 0, errShortFrame
+		return nil, 0, ErrShortFrame
 	}
 	hdr := n1 + n2
 	if length > uint64(len(b)-hdr) {
-		return nil, 0, errShortFrame
+		return nil, 0, ErrShortFrame
 	}
 	f, err := parseFramePayload(FrameType(t), b[hdr:hdr+int(length)])
 	if err != nil {

@@ -61,8 +61,8 @@ func TestFrameRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, f) {
 			t.Errorf("round trip of %v: got %#v, want %#v", f.Type(), got, f)
 		}
-		if _, _, err := ParseFrame(b[:len(b)-1]); err != errShortFrame {
-			t.Errorf("ParseFrame of truncated %v: %v, want errShortFrame", f.Type(), err)
+		if _, _, err := ParseFrame(b[:len(b)-1]); err != ErrShortFrame {
+			t.Errorf("ParseFrame of truncated %v: %v, want ErrShortFrame", f.Type(), err)
 		}
 	}
 }

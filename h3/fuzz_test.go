@@ -24,7 +24,7 @@ func FuzzParseFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, n, err := ParseFrame(b)
 		if err != nil {
-			if _, ok := asH3Error(err); !ok && err != errShortFrame {
+			if _, ok := asH3Error(err); !ok && err != ErrShortFrame {
 				t.Fatalf("untyped error %v", err)
 			}
 		} else {
