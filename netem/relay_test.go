@@ -1,0 +1,338 @@
+package netem
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer is a real UDP server on loopback that sends every datagram
+// back to its source and remembers the sources in order of appearance.
+type echoServer struct {
+	conn *net.UDPConn
+	addr netip.AddrPort
+
+	mu      sync.Mutex
+	sources []netip.AddrPort
+}
+
+func startEcho(t *testing.T) *echoServer {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadBuffer(4 << 20)
+	e := &echoServer{conn: c, addr: c.LocalAddr().(*net.UDPAddr).AddrPort()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			if !slices.Contains(e.sources, from) {
+				e.sources = append(e.sources, from)
+			}
+			e.mu.Unlock()
+			c.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return e
+}
+
+func (e *echoServer) seen() []netip.AddrPort {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.sources)
+}
+
+func startRelay(t *testing.T, cfg RelayConfig) *Relay {
+	t.Helper()
+	r, err := NewRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	return r
+}
+
+func dialRelay(t *testing.T, r *Relay) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadBuffer(4 << 20)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readN reads datagrams from c until it has n or the deadline passes.
+func readN(t *testing.T, c *net.UDPConn, n int, deadline time.Duration) [][]byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(deadline))
+	var out [][]byte
+	buf := make([]byte, 65536)
+	for len(out) < n {
+		k, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d datagrams: %v", len(out), n, err)
+		}
+		out = append(out, slices.Clone(buf[:k]))
+	}
+	return out
+}
+
+// sentCounter returns a CaptureFunc and a channel closed once n datagrams
+// have been offered towards the server, so that a test knows when the
+// relay has decided the fate of all of them.
+func sentCounter(n int) (CaptureFunc, <-chan struct{}) {
+	ch := make(chan struct{})
+	count := 0
+	return func(e Event) {
+		if e.Kind == Sent && e.Dir == ToServer {
+			if count++; count == n {
+				close(ch)
+			}
+		}
+	}, ch
+}
+
+func TestRelayLoss(t *testing.T) {
+	const n = 2000
+	echo := startEcho(t)
+	capture, allSent := sentCounter(n)
+	r := startRelay(t, RelayConfig{Server: echo.addr, Seed: 1, Capture: capture,
+		ToServer: Link{Loss: 0.2, MaxRun: 3}, ToClient: Link{Delay: time.Millisecond}})
+	c := dialRelay(t, r)
+	for i := range n {
+		if _, err := c.WriteToUDPAddrPort(datagram(i, 100), r.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-allSent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not receive every datagram")
+	}
+	toServer, _ := r.Stats()
+	want := int(toServer.Offered - toServer.Dropped())
+	got := readN(t, c, want, 10*time.Second)
+	ratio := float64(toServer.LostRandom) / n
+	if exp := EffectiveLoss(0.2, 3); math.Abs(ratio-exp) > 0.04 {
+		t.Errorf("loss %.3f, want %.3f ± 0.04", ratio, exp)
+	}
+	// The echoes come back in order, since nothing but loss was asked for.
+	var last int = -1
+	for _, p := range got {
+		seq := int(binary.BigEndian.Uint32(p))
+		if seq <= last {
+			t.Fatalf("echo %d after %d", seq, last)
+		}
+		last = seq
+	}
+	toServer, toClient := r.Stats()
+	if toServer.Delivered != uint64(want) || toClient.Offered != uint64(want) {
+		t.Errorf("to server %+v, to client %+v; %d echoes", toServer, toClient, want)
+	}
+	if s := echo.seen(); len(s) != 1 || s[0] == c.LocalAddr().(*net.UDPAddr).AddrPort() {
+		t.Errorf("server saw %v, want one relay socket", s)
+	}
+}
+
+func TestRelayDelay(t *testing.T) {
+	echo := startEcho(t)
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var delays []time.Duration
+	l := Link{Rate: 10e6, Delay: 15 * time.Millisecond}
+	r := startRelay(t, RelayConfig{Server: echo.addr, ToServer: l, ToClient: l, Capture: func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := e.Dir.String() + string(e.Payload)
+		switch e.Kind {
+		case Sent:
+			sent[k] = e.Time
+		case Delivered:
+			delays = append(delays, e.Time.Sub(sent[k]))
+		}
+	}})
+	c := dialRelay(t, r)
+	for i := range 20 {
+		start := time.Now()
+		c.WriteToUDPAddrPort(datagram(i, 1250), r.Addr())
+		readN(t, c, 1, 5*time.Second)
+		// 2 × (15 ms + 1 ms on the wire), and no timer fires early.
+		if rtt := time.Since(start); rtt < 32*time.Millisecond {
+			t.Errorf("round trip %v, shorter than the link's 32 ms", rtt)
+		}
+	}
+	r.Stop() // waits for the last delivery's capture
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(delays)
+	if len(delays) != 40 || delays[0] < 16*time.Millisecond {
+		t.Fatalf("one-way delays %v, want 40 of at least 16 ms", delays)
+	}
+	// Timers are late by scheduling noise only; the median is the honest
+	// measure on a busy machine.
+	if med := delays[len(delays)/2]; med > 18*time.Millisecond {
+		t.Errorf("median one-way delay %v, want 16 ms (+2 ms)", med)
+	}
+}
+
+// TestRelayRebind ping-pongs through a relay that rebinds at 150 ms and
+// 300 ms: the server sees a new relay address each time, and only an echo
+// caught in flight by a rebinding is lost.
+func TestRelayRebind(t *testing.T) {
+	for _, withAddr := range []bool{false, true} {
+		echo := startEcho(t)
+		l := Link{Delay: 5 * time.Millisecond}
+		r := startRelay(t, RelayConfig{Server: echo.addr, ToServer: l, ToClient: l, Seed: 3,
+			Rebind: Rebind{At: []time.Duration{150 * time.Millisecond, 300 * time.Millisecond}, Addr: withAddr}})
+		c := dialRelay(t, r)
+		buf := make([]byte, 100)
+		lost := 0
+		for i := 0; ; i++ {
+			if t0, ok := r.Epoch(); ok && time.Since(t0) > 450*time.Millisecond {
+				break
+			}
+			c.WriteToUDPAddrPort(datagram(i, 50), r.Addr())
+			// A short deadline keeps the pings close enough together that
+			// each scheduled rebinding shows as its own new address.
+			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			for {
+				n, _, err := c.ReadFromUDPAddrPort(buf)
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					lost++
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if n >= 4 && binary.BigEndian.Uint32(buf) == uint32(i) {
+					break
+				}
+			}
+		}
+		seen, rebinds := echo.seen(), r.Rebindings()
+		if len(seen) != 3 || len(rebinds) != 2 {
+			t.Fatalf("server saw %v; relay rebound %v", seen, rebinds)
+		}
+		for i, rb := range rebinds {
+			if rb.Old != seen[i] || rb.New != seen[i+1] {
+				t.Errorf("rebinding %d: %v -> %v, server saw %v", i, rb.Old, rb.New, seen)
+			}
+			if withAddr == (rb.New.Addr() == seen[0].Addr()) {
+				t.Errorf("rebinding %d to %v: address change %v", i, rb.New, withAddr)
+			}
+		}
+		// An echo in flight at a rebinding is dropped; a slow machine may
+		// lose a few more to the short deadline, never fewer.
+		if _, toClient := r.Stats(); toClient.LostNAT > 2 || toClient.LostNAT > uint64(lost) {
+			t.Errorf("%d echoes lost, %d dropped for a stale mapping; want at most 2, and no more than lost", lost, toClient.LostNAT)
+		}
+	}
+}
+
+func TestRelayArmCorruptAndTraces(t *testing.T) {
+	echo := startEcho(t)
+	var client, server, all recorder
+	ct, st := NewTraceWriter(&client, ClientTrace), NewTraceWriter(&server, ServerTrace)
+	r := startRelay(t, RelayConfig{Server: echo.addr, Unarmed: true, ToServer: Link{Corrupt: 1},
+		Capture: Tee(ct.Capture, st.Capture, all.capture)})
+	c := dialRelay(t, r)
+
+	// Before arming: forwarded untouched, not captured, no t0.
+	probe := bytes.Repeat([]byte{0x40}, 60)
+	c.WriteToUDPAddrPort(probe, r.Addr())
+	if got := readN(t, c, 1, 5*time.Second)[0]; !bytes.Equal(got, probe) {
+		t.Error("unarmed relay changed a datagram")
+	}
+	if _, ok := r.Epoch(); ok || len(all.events) != 0 {
+		t.Fatalf("unarmed relay has t0 or captured %d events", len(all.events))
+	}
+
+	r.Arm()
+	for range 10 {
+		c.WriteToUDPAddrPort(probe, r.Addr())
+		got := readN(t, c, 1, 5*time.Second)[0]
+		diff := 0
+		for i := range got {
+			if got[i] != probe[i] {
+				diff++
+			}
+		}
+		if diff != 1 {
+			t.Errorf("echo differs in %d bytes, want the one the link corrupted", diff)
+		}
+	}
+	if _, ok := r.Epoch(); !ok {
+		t.Error("no t0 after arming and sending")
+	}
+	r.Stop()
+	client.mu.Lock()
+	server.mu.Lock()
+	defer client.mu.Unlock()
+	defer server.mu.Unlock()
+	if client.writes != 20 || server.writes != 20 {
+		t.Errorf("client trace %d datagrams, server trace %d; want 20 each", client.writes, server.writes)
+	}
+	if toServer, _ := r.Stats(); toServer.Corrupted != 10 {
+		t.Errorf("corrupted %d, want 10", toServer.Corrupted)
+	}
+}
+
+func TestRelayStopByContext(t *testing.T) {
+	echo := startEcho(t)
+	r, err := NewRelay(RelayConfig{Server: echo.addr, ToClient: Link{Delay: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRelay(t, r)
+	c.WriteToUDPAddrPort([]byte("held for an hour"), r.Addr())
+	cancel()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("relay still running after its context ended")
+	}
+	if err := r.Stop(); err != nil {
+		t.Error(err)
+	}
+	if err := r.Start(context.Background()); err == nil {
+		t.Error("restarted a stopped relay")
+	}
+}
+
+func TestRelayConfigErrors(t *testing.T) {
+	if _, err := NewRelay(RelayConfig{}); err == nil {
+		t.Error("relay without a server accepted")
+	}
+	if _, err := NewRelay(RelayConfig{Server: netip.MustParseAddrPort("[::1]:443"), Rebind: Rebind{Every: time.Second, Addr: true}}); err == nil {
+		t.Error("address rebinding towards IPv6 accepted")
+	}
+	if _, err := NewRelay(RelayConfig{Server: netip.MustParseAddrPort("127.0.0.1:443"), ToServer: Link{Loss: 2}}); err == nil {
+		t.Error("invalid link accepted")
+	}
+}
