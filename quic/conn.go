@@ -36,11 +36,12 @@ type Conn struct {
 	// mu guards the stream state (buffers, flow control, accept queues,
 	// send queues), which Stream methods touch from other goroutines, and
 	// the TLS state snapshot.
-	mu         sync.Mutex
-	acceptWake chan struct{}
-	tlsState   tls.ConnectionState
-	info       ConnectionInfo
-	alpn       string
+	mu            sync.Mutex
+	acceptWake    chan struct{} // a bidi stream was queued for AcceptStream
+	acceptWakeUni chan struct{} // a uni stream was queued for AcceptUniStream
+	tlsState      tls.ConnectionState
+	info          ConnectionInfo
+	alpn          string
 
 	// Everything below belongs to the loop.
 	connState

@@ -49,6 +49,7 @@ func (c *Conn) handleVersionNegotiation(now time.Time, h *wire.Header) {
 // restartWithVersion starts the handshake again with version v after a
 // Version Negotiation packet.
 func (c *Conn) restartWithVersion(now time.Time, v uint32) {
+	debugf("%v restart with version %#x", now, v)
 	c.version = v
 	c.tls.Close()
 	c.clientRandom = nil

@@ -21,7 +21,10 @@ type connState struct {
 	clientRandom []byte
 	keyLog       *keylog.Writer
 	parser       wire.Parser
-	ackRanges    []wire.AckRange
+	// undecryptable holds packets that arrived before their keys.
+	undecryptable []undecryptablePacket
+	keysChanged   bool
+	ackRanges     []wire.AckRange
 
 	// Connection IDs (RFC 9000 §5.1, §7.3).
 	origDCID      []byte // DCID of the client's first Initial
@@ -83,6 +86,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		handshakeDone: make(chan struct{}),
 		loopDone:      make(chan struct{}),
 		acceptWake:    make(chan struct{}, 1),
+		acceptWakeUni: make(chan struct{}, 1),
 	}
 	c.closing.sentSignal = make(chan struct{})
 	for i := range c.spaces {

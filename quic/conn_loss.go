@@ -200,6 +200,9 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 		// sent if no new data can be sent." We resend unacknowledged
 		// CRYPTO data, which is what a stalled handshake needs.
 		c.requeueCrypto(sp)
+		if sp == appSpace {
+			c.requeueOutstanding(sp, res.Probes)
+		}
 		c.qlogPTO(now, sp)
 	}
 }
@@ -212,6 +215,30 @@ func (c *Conn) requeueCrypto(sp spaceID) {
 		return
 	}
 	s.crypto.lost = append(s.crypto.lost[:0], byteRange{0, s.crypto.sent})
+}
+
+// requeueOutstanding queues the frames of the oldest n packets still in
+// flight in a space for sending again, without declaring them lost, so
+// that PTO probes carry data the peer may be missing (RFC 9002 §6.2.4:
+// "Previously sent data MAY be sent if no new data can be sent").
+func (c *Conn) requeueOutstanding(sp spaceID, n int) {
+	l := &c.loss.logs[sp]
+	for i := 0; i < l.pN && n > 0; i++ {
+		r := &l.pkts[(l.pHead+i)&(len(l.pkts)-1)]
+		if r.done || r.count == 0 {
+			continue
+		}
+		n--
+		for j := r.start; j < r.start+uint64(r.count); j++ {
+			f := l.frames[j&uint64(len(l.frames)-1)]
+			switch f.kind {
+			case frStream, frResetStream, frMaxData, frMaxStreamData, frStopSending, frMaxStreams:
+				c.streams.onFrameLost(&f)
+			case frHandshakeDone:
+				c.handshakeDonePending = true
+			}
+		}
+	}
 }
 
 // handleAck processes an ACK frame.

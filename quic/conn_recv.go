@@ -27,10 +27,37 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	for len(b) > 0 {
 		n := c.handlePacket(now, b, len(d.b), &firstDCID)
 		if n <= 0 || c.closing.done {
-			return
+			break
 		}
 		b = b[n:]
 	}
+	c.retryUndecryptable(now)
+}
+
+// maxUndecryptable bounds the packets kept until their keys arrive.
+const maxUndecryptable = 16
+
+type undecryptablePacket struct {
+	b         []byte
+	dgramSize int
+}
+
+// retryUndecryptable processes buffered packets whose keys are now
+// installed.
+func (c *Conn) retryUndecryptable(now time.Time) {
+	for len(c.undecryptable) > 0 && c.keysChanged {
+		c.keysChanged = false
+		pkts := c.undecryptable
+		c.undecryptable = nil
+		for _, p := range pkts {
+			var first []byte
+			c.handlePacket(now, p.b, p.dgramSize, &first)
+			if c.closing.active() {
+				return
+			}
+		}
+	}
+	c.keysChanged = false
 }
 
 // handlePacket processes the packet at the start of b and returns its
@@ -89,7 +116,12 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, firstDCID *[
 	}
 	if hp == nil {
 		// Keys not yet available, e.g. a Handshake packet that overtook
-		// the Initial. The peer will retransmit.
+		// the Initial. RFC 9001 §4.1.4: "an endpoint MAY buffer packets
+		// ... that it cannot yet decrypt"; we keep a few and process them
+		// once the keys arrive.
+		if len(c.undecryptable) < maxUndecryptable && space != initialSpace {
+			c.undecryptable = append(c.undecryptable, undecryptablePacket{b: append([]byte(nil), b[:h.PacketLen]...), dgramSize: dgramSize})
+		}
 		return h.PacketLen
 	}
 	pnLen, err := hp.Remove(pkt, h.PNOffset, h.Long)

@@ -168,15 +168,20 @@ func (c *Conn) acceptStream(ctx context.Context, bidi bool) (*Stream, error) {
 	s := &c.streams
 	for {
 		c.mu.Lock()
-		q := &s.acceptUni
+		q, wake := &s.acceptUni, c.acceptWakeUni
 		if bidi {
-			q = &s.acceptBidi
+			q, wake = &s.acceptBidi, c.acceptWake
 		}
 		if len(*q) > 0 {
 			st := (*q)[0]
 			(*q)[0] = nil
 			*q = (*q)[1:]
+			more := len(*q) > 0
 			c.mu.Unlock()
+			if more {
+				// Another acceptor may be waiting for what is left.
+				signal(wake)
+			}
 			return st, nil
 		}
 		closed := s.closed
@@ -185,28 +190,10 @@ func (c *Conn) acceptStream(ctx context.Context, bidi bool) (*Stream, error) {
 			return nil, closed
 		}
 		select {
-		case <-c.acceptWake:
-			signal(c.acceptWake) // other acceptors may be waiting
+		case <-wake:
 		case <-c.loopDone:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		}
-		// Drop our own re-signal when nothing is queued, after a pass.
-		c.mu.Lock()
-		empty := len(s.acceptBidi) == 0 && len(s.acceptUni) == 0
-		c.mu.Unlock()
-		if empty && s.closed == nil {
-			select {
-			case <-c.acceptWake:
-			default:
-			}
-			select {
-			case <-c.acceptWake:
-				signal(c.acceptWake)
-			case <-c.loopDone:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
 		}
 	}
 }
@@ -252,7 +239,11 @@ func (s *streamsState) streamForFrame(id uint64, part streams.Part, ft wire.Fram
 		st = ns
 	}
 	if st != nil {
-		signal(s.c.acceptWake)
+		if streams.IsBidi(id) {
+			signal(s.c.acceptWake)
+		} else {
+			signal(s.c.acceptWakeUni)
+		}
 	}
 	if st == nil {
 		return nil, nil
@@ -477,4 +468,5 @@ func (s *streamsState) closeAll(err error) {
 	}
 	c.mu.Unlock()
 	signal(c.acceptWake)
+	signal(c.acceptWakeUni)
 }

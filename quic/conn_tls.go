@@ -128,6 +128,9 @@ func (c *Conn) logSecret(level tls.QUICEncryptionLevel, secret []byte, write boo
 
 // installKeys installs keys crypto/tls derived for a level.
 func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite uint16, secret []byte, write bool) error {
+	if !write {
+		c.keysChanged = true
+	}
 	c.logSecret(level, secret, write)
 	switch level {
 	case tls.QUICEncryptionLevelEarly:

@@ -31,8 +31,8 @@ func testCertificate(t testing.TB) (tls.Certificate, *x509.CertPool) {
 		tmpl := &x509.Certificate{
 			SerialNumber:          big.NewInt(1),
 			Subject:               pkix.Name{CommonName: "localhost"},
-			NotBefore:             time.Now().Add(-time.Hour),
-			NotAfter:              time.Now().Add(24 * time.Hour),
+			NotBefore:             time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC), // synctest bubbles start in 2000
+			NotAfter:              time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 			DNSNames:              []string{"localhost"},
 			IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,

@@ -1,0 +1,253 @@
+package quic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+const (
+	testServerAddr = "10.0.0.1:443"
+	testClientAddr = "10.0.0.2:5000"
+)
+
+// pair starts a server endpoint serving sized responses and a client
+// connection to it over n.
+func pair(t *testing.T, n *memNet, scfg, ccfg *Config) (*Endpoint, *Endpoint, *Conn, error) {
+	t.Helper()
+	sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cep, err := NewEndpoint(n.listen(testClientAddr), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go serveSized(t.Context(), sep)
+	c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
+	return sep, cep, c, err
+}
+
+func fetch(ctx context.Context, c *Conn, size int) error {
+	s, err := c.OpenStream(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s, "GET /%d\r\n", size)
+	s.CloseWrite()
+	got, err := io.ReadAll(s)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, pattern(size)) {
+		return fmt.Errorf("got %d bytes, want %d (content differs)", len(got), size)
+	}
+	return nil
+}
+
+func TestSynctestHandshakeAndClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		sep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+		defer cep.Close()
+		start := time.Now()
+		c, err := cep.Dial(t.Context(), "udp", testServerAddr, testClientConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One round trip for the handshake (20 ms): 1-RTT handshake.
+		if el := time.Since(start); el != 20*time.Millisecond {
+			t.Errorf("handshake took %v, want 20ms", el)
+		}
+		if c.ALPN() != "hq-interop" {
+			t.Errorf("ALPN %q", c.ALPN())
+		}
+		sc, err := sep.Accept(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close(42, "bye")
+		err = sc.Wait(t.Context())
+		var ae *ApplicationError
+		if !errors.As(err, &ae) || ae.Code != 42 || ae.Reason != "bye" || !ae.Remote {
+			t.Fatalf("server saw %v, want remote application error 42 bye", err)
+		}
+		err = c.Wait(t.Context())
+		if !errors.As(err, &ae) || ae.Remote {
+			t.Fatalf("client saw %v, want local application error", err)
+		}
+	})
+}
+
+func TestSynctestTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy func(n int, from, to netip.AddrPort, b []byte) (bool, time.Duration)
+	}{
+		{"clean", nil},
+		{"drop-every-7th", dropEvery(7)},
+		{"drop-every-3rd", dropEvery(3)},
+		{"reorder", func(n int, _, _ netip.AddrPort, _ []byte) (bool, time.Duration) {
+			if n%5 == 0 {
+				return false, 3 * time.Millisecond
+			}
+			return false, 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(10 * time.Millisecond)
+				n.policy = tc.policy
+				sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+				defer sep.Close()
+				defer cep.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, size := range []int{0, 1, 5000, 1 << 20} {
+					if err := fetch(t.Context(), c, size); err != nil {
+						t.Fatalf("size %d: %v", size, err)
+					}
+				}
+				c.Close(0, "")
+			})
+		})
+	}
+}
+
+// dropEvery drops every nth datagram in each direction. (Counting both
+// directions together can lock into a pattern where every ACK is lost.)
+func dropEvery(n int) func(int, netip.AddrPort, netip.AddrPort, []byte) (bool, time.Duration) {
+	count := map[netip.AddrPort]int{}
+	return func(_ int, from, _ netip.AddrPort, _ []byte) (bool, time.Duration) {
+		count[from]++
+		return count[from]%n == 0, 0
+	}
+}
+
+func TestSynctestIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.MaxIdleTimeout = 2 * time.Second
+		sep, cep, c, err := pair(t, n, scfg, ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		// Cut the link: nothing more arrives.
+		n.mu.Lock()
+		n.policy = func(int, netip.AddrPort, netip.AddrPort, []byte) (bool, time.Duration) { return true, 0 }
+		n.mu.Unlock()
+		err = c.Wait(t.Context())
+		if !errors.As(err, new(IdleTimeoutError)) {
+			t.Fatalf("got %v, want idle timeout", err)
+		}
+		// RFC 9000 §10.1: the effective timeout is the minimum of both
+		// sides' values (2s), but at least 3 PTO.
+		if el := time.Since(start); el < 2*time.Second || el > 3*time.Second {
+			t.Errorf("idle timeout after %v", el)
+		}
+	})
+}
+
+// TestProbeInjectForbiddenFrame injects a HANDSHAKE_DONE from the
+// client; RFC 9000 §19.20 makes the server close with PROTOCOL_VIOLATION.
+func TestProbeInjectForbiddenFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.InjectFrames(SpaceApplication, &wire.HandshakeDoneFrame{})
+		err = c.Wait(t.Context())
+		var te *TransportError
+		if !errors.As(err, &te) || te.Code != wire.ProtocolViolation || !te.Remote {
+			t.Fatalf("got %v, want remote PROTOCOL_VIOLATION", err)
+		}
+	})
+}
+
+// TestProbeRawTransportParameters sends a transport parameter list without
+// initial_source_connection_id; RFC 9000 §7.3 makes the server close with
+// TRANSPORT_PARAMETER_ERROR.
+func TestProbeRawTransportParameters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = &Probe{RawTransportParameters: []wire.TransportParameter{
+			{ID: uint64(wire.TPInitialMaxData), Value: wire.AppendVarint(nil, 1<<20)},
+		}}
+		sep, cep, _, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		var te *TransportError
+		if !errors.As(err, &te) || te.Code != wire.TransportParameterError || !te.Remote {
+			t.Fatalf("dial: %v, want remote TRANSPORT_PARAMETER_ERROR", err)
+		}
+	})
+}
+
+// TestProbeObserveAndNoAcks checks the observe hooks, and that a client
+// with automatic ACKs switched off never sends an ACK frame while the
+// transfer still completes (the server retransmits on PTO).
+func TestProbeObserveAndNoAcks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		var sentAcks, sent, recv int
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = &Probe{
+			NoAcks: true,
+			OnPacketSent: func(p PacketInfo) {
+				sent++
+				var parser wire.Parser
+				for b := p.Payload; len(b) > 0; {
+					f, n, err := parser.Parse(b)
+					if err != nil {
+						break
+					}
+					if _, ok := f.(*wire.AckFrame); ok {
+						sentAcks++
+					}
+					b = b[n:]
+				}
+			},
+			OnPacketReceived: func(p PacketInfo) { recv++ },
+		}
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 3000); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(0, "")
+		if sentAcks != 0 {
+			t.Errorf("client sent %d ACK frames with NoAcks", sentAcks)
+		}
+		if sent == 0 || recv == 0 {
+			t.Errorf("hooks saw %d sent, %d received packets", sent, recv)
+		}
+	})
+}
