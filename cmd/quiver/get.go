@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/quiver-quic/quiver/keylog"
+	"github.com/quiver-quic/quiver/transfer"
+)
+
+type getOpts struct {
+	alpn, out, qlog, keylog string
+	insecure                bool
+}
+
+func getCommand() *command {
+	return &command{
+		name:    "get",
+		summary: "download URLs over QUIC with Quiver's engine",
+		usage:   "[flags] URL...",
+		examples: []string{
+			"quiver get --insecure https://127.0.0.1:4433/index.html",
+			"quiver get --alpn hq-interop --out ./downloads --keylog keys.log https://127.0.0.1:4433/a https://127.0.0.1:4433/b",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &getOpts{}
+			fs.StringVar(&o.alpn, "alpn", "h3,hq-interop", "application `protocols` to offer, in order of preference")
+			fs.StringVar(&o.out, "out", "", "save each body under `dir` (default: write to standard output)")
+			fs.StringVar(&o.qlog, "qlog", "", "write a qlog file per connection under `dir`")
+			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
+			fs.BoolVar(&o.insecure, "insecure", false, "accept any server certificate")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			o := opts.(*getOpts)
+			if len(args) == 0 {
+				return fmt.Errorf("%w: get takes at least one URL", errUsage)
+			}
+			cfg := transfer.ClientConfig{
+				ALPN:     splitList(o.alpn),
+				OutDir:   o.out,
+				Stdout:   env.stdout,
+				Insecure: o.insecure,
+				QlogDir:  o.qlog,
+			}
+			if o.keylog != "" {
+				f, err := keylog.OpenFile(o.keylog)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.KeyLog = f
+			}
+			var bar *progressLine
+			if isTerminal(env.stderr) {
+				bar = newProgressLine(env.stderr)
+				cfg.Progress = bar.update
+			}
+			start := time.Now()
+			res, err := transfer.Get(ctx, args, cfg)
+			if bar != nil {
+				bar.finish()
+			}
+			if o.out != "" {
+				for _, r := range res {
+					if r.Err == nil {
+						fmt.Fprintf(env.stderr, "%s -> %s (%d bytes)\n", r.URL, r.File, r.Bytes)
+					}
+				}
+				fmt.Fprintf(env.stderr, "%d URL(s) in %v\n", len(res), time.Since(start).Round(time.Millisecond))
+			}
+			return err
+		},
+	}
+}
+
+// progressLine draws one self-overwriting line of byte counts on a
+// terminal, at most ten times a second.
+type progressLine struct {
+	mu    sync.Mutex
+	w     io.Writer
+	bytes map[string]int64
+	last  time.Time
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	return &progressLine{w: w, bytes: make(map[string]int64)}
+}
+
+func (p *progressLine) update(url string, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bytes[url] = n
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
+		p.last = now
+		p.draw()
+	}
+}
+
+func (p *progressLine) draw() {
+	var total int64
+	for _, n := range p.bytes {
+		total += n
+	}
+	fmt.Fprintf(p.w, "\r\033[K%d stream(s), %.1f MB received", len(p.bytes), float64(total)/1e6)
+}
+
+func (p *progressLine) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draw()
+	fmt.Fprintln(p.w)
+}

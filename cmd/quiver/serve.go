@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/quiver-quic/quiver/keylog"
+	"github.com/quiver-quic/quiver/transfer"
+)
+
+type serveOpts struct {
+	addr, root, alpn, qlog, keylog, cert, key string
+	retry                                     bool
+}
+
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		summary: "serve files over QUIC with Quiver's engine (hq-interop and HTTP/3)",
+		usage:   "[flags]",
+		examples: []string{
+			"quiver serve --addr 127.0.0.1:4433 --root ./www",
+			"quiver serve --addr 127.0.0.1:4433 --root ./www --alpn h3 --retry --qlog ./qlog --keylog keys.log",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &serveOpts{}
+			fs.StringVar(&o.addr, "addr", "127.0.0.1:4433", "UDP `address` to listen on")
+			fs.StringVar(&o.root, "root", ".", "`directory` whose files are served")
+			fs.StringVar(&o.alpn, "alpn", "hq-interop,h3", "application `protocols`, comma-separated")
+			fs.BoolVar(&o.retry, "retry", false, "validate client addresses with Retry")
+			fs.StringVar(&o.qlog, "qlog", "", "write a qlog file per connection under `dir`")
+			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
+			fs.StringVar(&o.cert, "cert", "", "certificate `file` (PEM); default: a generated self-signed one")
+			fs.StringVar(&o.key, "key", "", "private key `file` (PEM) for --cert")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			o := opts.(*serveOpts)
+			if len(args) > 0 {
+				return fmt.Errorf("%w: serve takes no arguments", errUsage)
+			}
+			cfg := transfer.ServerConfig{
+				Addr:    o.addr,
+				Root:    o.root,
+				ALPN:    splitList(o.alpn),
+				Retry:   o.retry,
+				QlogDir: o.qlog,
+				Logf: func(format string, args ...any) {
+					fmt.Fprintf(env.stderr, format+"\n", args...)
+				},
+			}
+			if (o.cert == "") != (o.key == "") {
+				return fmt.Errorf("%w: --cert and --key go together", errUsage)
+			}
+			if o.cert != "" {
+				c, err := tls.LoadX509KeyPair(o.cert, o.key)
+				if err != nil {
+					return fmt.Errorf("load certificate: %w", err)
+				}
+				cfg.Certificate = &c
+			}
+			if o.keylog != "" {
+				f, err := keylog.OpenFile(o.keylog)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.KeyLog = f
+			}
+			s, err := transfer.Listen(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stderr, "serving %s on %s (%s); interrupt to stop\n", o.root, s.Addr(), strings.Join(cfg.ALPN, ", "))
+			return s.Serve(ctx)
+		},
+	}
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isTerminal reports whether w is a character device, so that progress
+// lines are drawn only for a person and never into a pipe or a file.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
