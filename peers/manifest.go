@@ -115,7 +115,7 @@ func contractEnv(role string) map[string]string {
 }
 
 // adapterServer and adapterClient are the command lines of Quiver's own
-// adapters (quicgo-peer, and quiver itself), which share their flags:
+// adapter quicgo-peer, which shares its flags with
 // the x/net interop binary's -listen -cert -key -root and -output, plus
 // -retry, -alpn and -ca. sub is an optional subcommand.
 func adapterServer(path string, sub ...string) *Command {
@@ -159,10 +159,32 @@ var manifest = []Impl{
 		Versions:    []string{"v1", "v2"},
 		ServerCases: allCases,
 		ClientCases: allCases,
-		Server:      adapterServer("quiver", "serve"),
-		Client:      adapterClient("quiver", "get"),
-		Install:     "go build -o bin/quiver ./cmd/quiver",
-		Notes:       "Quiver's own engine; placeholder until `quiver serve` and `quiver get` exist.",
+		// Quiver's own commands: `quiver serve` and `quiver get` (package
+		// transfer). The contract's environment is passed along for the
+		// endpoint that follows it fully (the interop issue).
+		Server: &Command{
+			Path: "quiver",
+			Args: []string{"serve", "--addr", "{ADDR}", "--cert", "{CERT}", "--key", "{KEY}", "--root", "{ROOT}", "{OPTS}"},
+			Env:  contractEnv("server"),
+			When: map[string]Extra{
+				"retry":  {Args: []string{"--retry"}},
+				"keylog": {Args: []string{"--keylog", "{KEYLOG}"}},
+				"qlog":   {Args: []string{"--qlog", "{QLOGDIR}"}},
+				"alpn":   {Args: []string{"--alpn", "{ALPN}"}},
+			},
+		},
+		Client: &Command{
+			Path: "quiver",
+			Args: []string{"get", "--insecure", "--out", "{OUT}", "{OPTS}", "{URLS}"},
+			Env:  contractEnv("client"),
+			When: map[string]Extra{
+				"keylog": {Args: []string{"--keylog", "{KEYLOG}"}},
+				"qlog":   {Args: []string{"--qlog", "{QLOGDIR}"}},
+				"alpn":   {Args: []string{"--alpn", "{ALPN}"}},
+			},
+		},
+		Install: "go build -o bin/quiver ./cmd/quiver (make build)",
+		Notes:   "Quiver's own engine through `quiver serve` and `quiver get`.",
 	},
 	{
 		Name:        "quic-go",

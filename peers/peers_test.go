@@ -70,6 +70,17 @@ func TestPairs(t *testing.T) {
 		{server: "ngtcp2", client: "quic-go", alpn: ALPNH3},
 		{server: "ngtcp2", client: "quic-go", alpn: ALPNH3, retry: true},
 		{server: "quic-go", client: "ngtcp2", alpn: ALPNH3},
+		// Quiver's own `quiver serve` and `quiver get` as processes.
+		{server: "quiver", client: "quiver", alpn: ALPNHQ, retry: true},
+		{server: "quiver", client: "quiver", alpn: ALPNH3},
+		{server: "quiver", client: "quic-go", alpn: ALPNHQ},
+		{server: "quiver", client: "quic-go", alpn: ALPNH3},
+		{server: "quiver", client: "go-x-net", alpn: ALPNHQ},
+		{server: "quiver", client: "ngtcp2", alpn: ALPNH3},
+		{server: "quic-go", client: "quiver", alpn: ALPNHQ},
+		{server: "quic-go", client: "quiver", alpn: ALPNH3, retry: true},
+		{server: "go-x-net", client: "quiver", alpn: ALPNHQ},
+		{server: "ngtcp2", client: "quiver", alpn: ALPNH3},
 	}
 	for _, pc := range pairs {
 		name := fmt.Sprintf("%s<-%s/%s", pc.server, pc.client, pc.alpn)
