@@ -22,8 +22,10 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
+# The observatory's store tests run against SQLite and against a throwaway
+# PostgreSQL that scripts/start-postgres starts (or reuses) by hand.
 test: peers vet build
-	$(GO) test $(GOTEST_FLAGS) ./...
+	QUIVER_PG_DSN="$${QUIVER_PG_DSN:-$$(./scripts/start-postgres)}" $(GO) test $(GOTEST_FLAGS) ./...
 	cd peers/quicgo && $(GO) vet ./...
 
 # fuzz runs every fuzz target briefly; FUZZTIME=5m for a longer session.

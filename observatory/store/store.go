@@ -1,0 +1,161 @@
+// Package store keeps the observatory's results: runs, and the immutable
+// result rows each run adds (one per scenario run against one target).
+//
+// Everything goes through the [Store] interface. Two backends implement it
+// with the same SQL and the same versioned migrations: SQLite in one file
+// (the default, pure Go through modernc.org/sqlite) and PostgreSQL (through
+// pgx) when several machines share the work. [Open] picks one from its
+// argument: a PostgreSQL URL (postgres:// or postgresql://) or a file name.
+//
+// Raw rows are kept apart from what is derived from them: change detection,
+// adoption series and the grid are computed from [Cell] lists by the
+// callers, never stored.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Errors a Store returns.
+var (
+	// ErrNotFound means no run or result has the id asked for.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate means the run already holds a result for that target and
+	// scenario. Result rows are immutable, so a retried job gets this error
+	// instead of a second row.
+	ErrDuplicate = errors.New("result already recorded for this run, target and scenario")
+)
+
+// Target identifies what a result was measured on. Name is the identity
+// that history follows; the implementation and version may change from run
+// to run (a target upgraded in place, or a version sweep).
+type Target struct {
+	Name           string `json:"name"`
+	Address        string `json:"address,omitempty"`
+	Implementation string `json:"implementation,omitempty"`
+	Version        string `json:"version,omitempty"`
+}
+
+// NewRun is what CreateRun needs to start a run.
+type NewRun struct {
+	Campaign    string // a free label, e.g. "demo" or "sweep quic-go"
+	ToolVersion string
+	Started     time.Time
+}
+
+// Run is one execution of a campaign. Runs are numbered in the order they
+// were created, and history follows that order.
+type Run struct {
+	ID          int64     `json:"id"`
+	Campaign    string    `json:"campaign"`
+	ToolVersion string    `json:"tool_version"`
+	Started     time.Time `json:"started"`
+	Finished    time.Time `json:"finished,omitzero"` // zero while the run goes on (or if it died)
+	Results     int       `json:"results"`           // rows recorded so far
+}
+
+// Artifact is a file kept for a result, named relative to the artifacts
+// directory. Kind is "pcapng", "keylog" or "qlog".
+type Artifact struct {
+	Kind string `json:"kind"`
+	Path string `json:"path"`
+}
+
+// Record is one immutable result row. The store knows nothing of the
+// conformance suite: the verdict is its string, the evidence opaque JSON.
+type Record struct {
+	ID          int64  `json:"id"`
+	RunID       int64  `json:"run_id"`
+	ToolVersion string `json:"tool_version"`
+	Target      Target `json:"target"`
+	Scenario    string `json:"scenario"`
+	Verdict     string `json:"verdict"`
+	Sentence    string `json:"sentence"`
+	// Evidence is the whole conformance.Result as JSON: checks, packet
+	// events, facts, requirement quotes.
+	Evidence  json.RawMessage `json:"evidence"`
+	Artifacts []Artifact      `json:"artifacts,omitempty"`
+	Time      time.Time       `json:"time"`
+}
+
+// Cell is a result row without its evidence: what grids, histories, diffs
+// and change detection need.
+type Cell struct {
+	ID       int64     `json:"id"`
+	RunID    int64     `json:"run_id"`
+	Target   Target    `json:"target"`
+	Scenario string    `json:"scenario"`
+	Verdict  string    `json:"verdict"`
+	Sentence string    `json:"sentence"`
+	Time     time.Time `json:"time"`
+}
+
+// TargetInfo summarises a target as last seen.
+type TargetInfo struct {
+	Target   Target    `json:"target"` // address, implementation and version of its latest result
+	Results  int       `json:"results"`
+	Runs     int       `json:"runs"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// Filter selects cells; empty fields match everything.
+type Filter struct {
+	RunID    int64
+	Target   string
+	Scenario string
+}
+
+// Store is the observatory's storage. Cells and records come back in
+// history order: by run, then by insertion within a run.
+type Store interface {
+	// CreateRun starts a run and returns it with its id.
+	CreateRun(ctx context.Context, r NewRun) (Run, error)
+	// FinishRun records when a run ended.
+	FinishRun(ctx context.Context, id int64, finished time.Time) error
+	// AddResult adds an immutable row and returns its id; ErrDuplicate if
+	// the run already holds that target × scenario.
+	AddResult(ctx context.Context, r Record) (int64, error)
+
+	// Run returns one run; ErrNotFound if there is none with that id.
+	Run(ctx context.Context, id int64) (Run, error)
+	// ListRuns returns every run, newest first.
+	ListRuns(ctx context.Context) ([]Run, error)
+	// Results returns the full rows of a run.
+	Results(ctx context.Context, runID int64) ([]Record, error)
+	// Record returns one full row; ErrNotFound if there is none.
+	Record(ctx context.Context, id int64) (Record, error)
+	// Cells returns the rows that match f, without evidence.
+	Cells(ctx context.Context, f Filter) ([]Cell, error)
+	// History returns a target's results for one scenario (or all when
+	// scenario is empty), oldest first.
+	History(ctx context.Context, target, scenario string) ([]Cell, error)
+	// Targets lists every target that has results, by name.
+	Targets(ctx context.Context) ([]TargetInfo, error)
+	// LatestGrid returns the latest result of each target × scenario,
+	// ordered by target then scenario.
+	LatestGrid(ctx context.Context) ([]Cell, error)
+
+	// SchemaVersion is the highest migration applied.
+	SchemaVersion(ctx context.Context) (int, error)
+	Close() error
+}
+
+// Open opens (creating and migrating as needed) the store named by dsn: a
+// PostgreSQL URL (postgres://… or postgresql://…) or the name of a SQLite
+// file.
+func Open(ctx context.Context, dsn string) (Store, error) {
+	if IsPostgres(dsn) {
+		return OpenPostgres(ctx, dsn)
+	}
+	return OpenSQLite(ctx, dsn)
+}
+
+// IsPostgres reports whether dsn names a PostgreSQL database rather than a
+// SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
