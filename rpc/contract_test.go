@@ -137,7 +137,27 @@ func kits(t testing.TB) []kit {
 				return l
 			},
 			dial: func(a net.Addr) Transport { return DialUnix(a.String()) }},
+		{name: "http1", listen: listenHTTP, dial: func(a net.Addr) Transport { return DialHTTP1(a.String(), clientTLS(t)) }},
+		{name: "http2", listen: listenHTTP, dial: func(a net.Addr) Transport { return DialHTTP2(a.String(), clientTLS(t)) }},
+		{name: "quic", listen: listenQUIC, dial: func(a net.Addr) Transport { return DialQUIC(a.String(), clientTLS(t)) }},
+		{name: "http3", listen: listenQUIC, dial: func(a net.Addr) Transport { return DialHTTP3(a.String(), clientTLS(t)) }},
 	}
+}
+
+func listenHTTP(t testing.TB, addr string) Listener {
+	l, err := ListenHTTP(addrOr(addr, "127.0.0.1:0"), serverTLS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func listenQUIC(t testing.TB, addr string) Listener {
+	l, err := ListenQUIC(addrOr(addr, "127.0.0.1:0"), serverTLS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // env is a running server and a client of it over one transport.
