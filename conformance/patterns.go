@@ -1,0 +1,280 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+func newGet(ctx context.Context, p *Profile, path string) (*http.Request, error) {
+	host := p.sni()
+	if host == "" {
+		host = "localhost"
+	}
+	return http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+path, nil)
+}
+
+// Expectation is what a provoked error must look like (catalogue §2.5).
+type Expectation struct {
+	// Check names the check in the result.
+	Check string
+	// Req is the MUST the close rests on.
+	Req Requirement
+	// Codes are the expected error codes; any of them passes.
+	Codes []uint64
+	// Application selects CONNECTION_CLOSE type 0x1d (HTTP/3, QPACK).
+	Application bool
+	// Describe names the offence for the sentences ("a NEW_TOKEN frame").
+	Describe string
+	// GoesOnWarns makes "the connection goes on" a warn instead of a fail,
+	// for scenarios whose requirement is only a SHOULD (Req then says
+	// SHOULD).
+	GoesOnWarns bool
+	// StreamErrors accepts RESET_STREAM or STOP_SENDING with an expected
+	// code as a pass (HTTP/3 stream errors).
+	StreamErrors bool
+}
+
+func (e Expectation) codeNames() string {
+	var s []string
+	for _, c := range e.Codes {
+		if e.Application {
+			s = append(s, fmt.Sprintf("0x%x", c))
+		} else {
+			s = append(s, wire.TransportErrorCode(c).String())
+		}
+	}
+	return strings.Join(s, " or ")
+}
+
+// Provoke runs the provoked-error pattern on an established connection:
+// trigger sends the offending thing, then the tester sends a PING every PTO
+// for one settle window and maps what came back to a verdict.
+func (t *T) Provoke(ctx context.Context, c *Conn, e Expectation, trigger func()) {
+	mark := len(t.rec.snapshot())
+	trigger()
+	t.watchAfter(ctx, c, mark, e, true)
+}
+
+// watchAfter is the second half of the provoked-error pattern: watch the
+// connection for one settle window from packet index mark, pinging every
+// PTO when ping is set, and judge.
+func (t *T) watchAfter(ctx context.Context, c *Conn, mark int, e Expectation, ping bool) {
+	settle := t.Settle()
+	pto := t.PTO()
+	closed := func(ps []*packet) bool {
+		for _, p := range received(ps, c.trace.id, mark) {
+			if p.closeFrame() != nil || p.ev.PacketType == "stateless_reset" {
+				return true
+			}
+			if e.StreamErrors && streamErrorWith(p, e.Codes) != nil {
+				return true
+			}
+		}
+		return false
+	}
+	ended := func() bool {
+		if c.Conn == nil {
+			return false
+		}
+		select {
+		case <-c.Done():
+			c.trace.noteRemoteClose(c.Err())
+			return true
+		default:
+			return false
+		}
+	}
+	for waited := 0 * pto; waited < settle; waited += pto {
+		if closed(t.rec.snapshot()) || ended() {
+			break
+		}
+		if c.Conn != nil && ping {
+			c.Ping()
+		}
+		if t.rec.wait(ctx, pto, closed) || ended() {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	t.judgeProvoked(c, mark, e)
+}
+
+func streamErrorWith(p *packet, codes []uint64) wire.Frame {
+	for _, f := range p.frames {
+		switch f := f.(type) {
+		case *wire.ResetStreamFrame:
+			if slices.Contains(codes, f.ErrorCode) {
+				return f
+			}
+		case *wire.StopSendingFrame:
+			if slices.Contains(codes, f.ErrorCode) {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// judgeProvoked maps the packets after mark to the §2.5 verdicts.
+func (t *T) judgeProvoked(c *Conn, mark int, e Expectation) {
+	ps := t.rec.snapshot()
+	var trigger []*packet
+	var pings []*packet
+	for i, p := range ps {
+		if i < mark || p.conn != c.trace.id || !p.sent {
+			continue
+		}
+		if len(trigger) == 0 {
+			trigger = append(trigger, p)
+		} else if p.has(wire.FrameTypePing) {
+			pings = append(pings, p)
+		}
+	}
+	rcv := received(ps, c.trace.id, mark)
+	for _, p := range rcv {
+		if p.ev.PacketType == "stateless_reset" {
+			t.Fail(e.Check, reqNoResetWithState, fmt.Sprintf("The server answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
+				append(events(Trigger, trigger...), events(Response, p)...)...)
+			return
+		}
+		if e.StreamErrors {
+			if f := streamErrorWith(p, e.Codes); f != nil {
+				t.Pass(e.Check, e.Req, fmt.Sprintf("The server answered %s with a stream error (%s).", e.Describe, frameString(f)),
+					append(events(Trigger, trigger...), events(Response, p)...)...)
+				return
+			}
+		}
+		cc := p.closeFrame()
+		if cc == nil {
+			continue
+		}
+		evs := append(events(Trigger, trigger...), events(Response, p)...)
+		if cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
+			t.Pass(e.Check, e.Req, fmt.Sprintf("The server closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
+			return
+		}
+		t.Warn(e.Check, reqMostAppropriate, fmt.Sprintf("The server closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
+		return
+	}
+	// No close. Did the connection go on?
+	var acked []*packet
+	for _, pg := range pings {
+		if a := ackedBy(ps, c.trace.id, pg.space, pg.pn); a != nil {
+			acked = append(acked, pg, a)
+		}
+	}
+	inconclusive := func(msg string, evs ...PacketEvent) {
+		t.Check(e.Check, Inconclusive, Requirement{}, msg, evs...)
+	}
+	if c.Conn == nil {
+		// Handshake-time probes: the connection "goes on" when the
+		// handshake completed; here it did not.
+		if len(rcv) == 0 {
+			inconclusive(fmt.Sprintf("The server sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
+			return
+		}
+		inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
+		return
+	}
+	if len(acked) > 0 {
+		msg := fmt.Sprintf("The server kept the connection open after %s: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).", e.Describe, len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		if e.GoesOnWarns {
+			t.Warn(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
+		} else {
+			t.Fail(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
+		}
+		return
+	}
+	if len(rcv) > 0 {
+		inconclusive(fmt.Sprintf("After %s the server neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
+		return
+	}
+	inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), append(events(Trigger, trigger...), events(Context, pings...)...)...)
+}
+
+func lastN(ps []*packet, n int) []*packet {
+	if len(ps) > n {
+		return ps[len(ps)-n:]
+	}
+	return ps
+}
+
+// ProvokeHandshake runs the provoked-error pattern where the offence is
+// in the handshake itself (a transport parameter, an ALPN): the
+// connection "goes on" when the handshake completes and later PINGs are
+// acknowledged.
+func (t *T) ProvokeHandshake(ctx context.Context, o DialOptions, e Expectation) {
+	mark := len(t.rec.snapshot())
+	c, err := t.Dial(ctx, o)
+	if err != nil {
+		t.judgeProvoked(c, mark, e)
+		return
+	}
+	t.watchAfter(ctx, c, mark, e, true)
+}
+
+// controlResult caches the control probe of a scenario.
+type controlResult struct {
+	ok  bool
+	evs []PacketEvent
+	msg string
+}
+
+// Control runs the control probe (catalogue §1.1 rule 6): a normal
+// handshake on the same target, to prove it is reachable. Without a
+// successful control, silence is inconclusive.
+func (t *T) Control(ctx context.Context) (bool, string) {
+	t.mu.Lock()
+	if t.control != nil {
+		cr := t.control
+		t.mu.Unlock()
+		return cr.ok, cr.msg
+	}
+	t.mu.Unlock()
+	c, err := t.Dial(ctx, DialOptions{Label: "control"})
+	cr := &controlResult{ok: err == nil}
+	if err != nil {
+		cr.msg = fmt.Sprintf("the control handshake failed (%v)", err)
+	} else {
+		cr.msg = "the control handshake succeeded"
+		c.Close(0, "")
+	}
+	t.mu.Lock()
+	t.control = cr
+	t.mu.Unlock()
+	return cr.ok, cr.msg
+}
+
+// requireControl ends the scenario as inconclusive when the control probe
+// fails.
+func (t *T) requireControl(ctx context.Context, what string) {
+	if ok, msg := t.Control(ctx); !ok {
+		t.Inconclusive(fmt.Sprintf("%s, but %s, so the silence proves nothing.", what, msg))
+	}
+}
+
+// mustDial dials with o and ends the scenario as inconclusive when the
+// handshake fails.
+func (t *T) mustDial(ctx context.Context, o DialOptions) *Conn {
+	c, err := t.Dial(ctx, o)
+	if err != nil {
+		ps := received(t.rec.snapshot(), c.trace.id, 0)
+		t.Inconclusive(fmt.Sprintf("The tester could not complete a normal handshake with the target: %v.", err), events(Context, lastN(ps, 3)...)...)
+	}
+	return c
+}
+
+// space constants re-exported for the scenario files.
+const (
+	spaceInitial   = quic.SpaceInitial
+	spaceHandshake = quic.SpaceHandshake
+	spaceApp       = quic.SpaceApplication
+)

@@ -1,0 +1,662 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/protect"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// rawClient is a frame-level scripted QUIC client on its own UDP socket,
+// built from the wire and protect packages and crypto/tls. Unlike the
+// engine it lets a scenario choose every header field (version, connection
+// IDs of any length, reserved and fixed bits, packet numbers, datagram
+// sizes) and send any frame in any packet type, while still completing a
+// real handshake when asked. It acknowledges what it receives at once and
+// never retransmits except for its first flight.
+type rawClient struct {
+	t     *T
+	trace *connTrace
+	conn  *net.UDPConn
+	local netip.AddrPort
+	peer  netip.AddrPort
+
+	version     uint32
+	odcid, dcid []byte // original and current Destination Connection ID
+	scid        []byte
+	token       []byte
+	alpn        []string
+	tp          []byte // the client's transport parameters as sent
+
+	tls         *tls.QUICConn
+	clientHello []byte
+
+	seal, open [3]*protect.Keys
+	nextPN     [3]uint64
+	largest    [3]uint64 // NoPacketNumber before the first packet
+	recvd      [3][]uint64
+	ackOwed    [3]bool
+	cryptoOff  [3]uint64
+	cryptoQ    [3][]byte
+	cryptoIn   [3]cryptoBuffer
+	delivered  [3]int
+
+	// NoAcks stops the automatic acknowledgments.
+	NoAcks bool
+	// FollowRetry makes the client answer a Retry (default true).
+	FollowRetry bool
+
+	serverSCID    []byte
+	retrySCID     []byte
+	serverTP      []byte
+	tlsDone       bool // the TLS handshake completed on the client side
+	confirmed     bool // HANDSHAKE_DONE received
+	handshakeSent bool // the client's Finished left in a Handshake packet
+	tlsErr        error
+	firstSent     time.Time
+	buf           []byte
+}
+
+// rawOptions shape a rawClient.
+type rawOptions struct {
+	Label      string
+	Version    uint32 // default v1
+	DCID, SCID []byte // default 8 random bytes each; use empty non-nil for zero length
+	ALPN       []string
+	TP         *wire.TransportParameters // default: the tester defaults (§2.4)
+	RawTP      []byte                    // overrides TP
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// newRaw opens a raw client socket towards the target.
+func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
+	ua, err := net.ResolveUDPAddr("udp", t.profile.Target.Address)
+	if err != nil {
+		t.Inconclusive(fmt.Sprintf("The target address %q does not resolve: %v.", t.profile.Target.Address, err))
+	}
+	uc, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
+	}
+	t.cleanup(func() { uc.Close() })
+	rc := &rawClient{t: t, conn: uc, FollowRetry: true, buf: make([]byte, 65536)}
+	rc.local = uc.LocalAddr().(*net.UDPAddr).AddrPort()
+	rc.peer = ua.AddrPort()
+	rc.trace = t.rec.newConn(o.Label)
+	rc.trace.setAddrs(rc.local, rc.peer)
+	rc.version = o.Version
+	if rc.version == 0 {
+		rc.version = protect.Version1
+	}
+	rc.dcid = o.DCID
+	if rc.dcid == nil {
+		rc.dcid = randomBytes(8)
+	}
+	rc.odcid = rc.dcid
+	rc.scid = o.SCID
+	if rc.scid == nil {
+		rc.scid = randomBytes(8)
+	}
+	rc.alpn = o.ALPN
+	if rc.alpn == nil {
+		rc.alpn = []string{t.profile.ALPN()}
+	}
+	for i := range rc.largest {
+		rc.largest[i] = wire.NoPacketNumber
+	}
+	if o.RawTP != nil {
+		rc.tp = o.RawTP
+	} else {
+		tp := o.TP
+		if tp == nil {
+			tp = defaultClientTP(rc.scid)
+		}
+		rc.tp = tp.Marshal()
+	}
+	rc.initialKeys(rc.dcid)
+	return rc
+}
+
+// defaultClientTP are the tester defaults of catalogue §2.4.
+func defaultClientTP(scid []byte) *wire.TransportParameters {
+	tp := &wire.TransportParameters{}
+	tp.SetDefaults()
+	tp.MaxIdleTimeout = 30000
+	tp.InitialMaxData = 16 << 20
+	tp.InitialMaxStreamDataBidiLocal = 4 << 20
+	tp.InitialMaxStreamDataBidiRemote = 4 << 20
+	tp.InitialMaxStreamDataUni = 4 << 20
+	tp.InitialMaxStreamsBidi = 100
+	tp.InitialMaxStreamsUni = 3
+	tp.ActiveConnectionIDLimit = 4
+	tp.HasInitialSourceConnectionID = true
+	tp.InitialSourceConnectionID = scid
+	return tp
+}
+
+func (rc *rawClient) initialKeys(dcid []byte) {
+	c, s, err := protect.NewInitialKeys(rc.version, dcid)
+	if err != nil {
+		// Versions without known protection (reserved versions for version
+		// negotiation) are sealed with v1's salt; the server cannot read
+		// them anyway, only their header matters.
+		c, s, _ = protect.NewInitialKeys(protect.Version1, dcid)
+	}
+	rc.seal[0], rc.open[0] = c, s
+}
+
+// ClientHello starts TLS and returns the ClientHello bytes (the Initial
+// CRYPTO stream); it is computed once.
+func (rc *rawClient) ClientHello(ctx context.Context) []byte {
+	if rc.tls != nil {
+		return rc.clientHello
+	}
+	rc.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{
+		ServerName:         rc.t.profile.sni(),
+		NextProtos:         rc.alpn,
+		InsecureSkipVerify: true,
+		MinVersion:         tls.VersionTLS13,
+		KeyLogWriter:       rc.t.rec,
+		// Classical groups only, so the ClientHello fits one Initial
+		// packet; a hybrid post-quantum key share alone is 1,216 bytes.
+		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
+	}})
+	rc.t.cleanup(func() { rc.tls.Close() })
+	rc.tls.SetTransportParameters(rc.tp)
+	if err := rc.tls.Start(ctx); err != nil {
+		rc.t.Errorf("TLS client start: %v", err)
+	}
+	rc.drainTLS()
+	rc.clientHello = append([]byte(nil), rc.cryptoQ[0]...)
+	return rc.clientHello
+}
+
+func levelSpace(l tls.QUICEncryptionLevel) int {
+	switch l {
+	case tls.QUICEncryptionLevelInitial:
+		return 0
+	case tls.QUICEncryptionLevelHandshake:
+		return 1
+	case tls.QUICEncryptionLevelApplication:
+		return 2
+	}
+	return -1
+}
+
+// drainTLS processes the TLS events: keys, data to send, parameters.
+func (rc *rawClient) drainTLS() {
+	for {
+		ev := rc.tls.NextEvent()
+		switch ev.Kind {
+		case tls.QUICNoEvent:
+			return
+		case tls.QUICSetReadSecret, tls.QUICSetWriteSecret:
+			sp := levelSpace(ev.Level)
+			if sp < 0 {
+				continue
+			}
+			k, err := protect.NewKeys(rc.version, ev.Suite, ev.Data)
+			if err != nil {
+				rc.tlsErr = err
+				continue
+			}
+			if ev.Kind == tls.QUICSetReadSecret {
+				rc.open[sp] = k
+			} else {
+				rc.seal[sp] = k
+			}
+		case tls.QUICWriteData:
+			if sp := levelSpace(ev.Level); sp >= 0 {
+				rc.cryptoQ[sp] = append(rc.cryptoQ[sp], ev.Data...)
+			}
+		case tls.QUICTransportParameters:
+			rc.serverTP = append([]byte(nil), ev.Data...)
+		case tls.QUICTransportParametersRequired:
+			rc.tls.SetTransportParameters(rc.tp)
+		case tls.QUICHandshakeDone:
+			rc.tlsDone = true
+		case tls.QUICErrorEvent:
+			rc.tlsErr = ev.Err
+		}
+	}
+}
+
+// longOpts choose the header of a long-header packet.
+type longOpts struct {
+	Version      uint32 // 0: the client's version
+	DCID, SCID   []byte // nil: the client's
+	Token        []byte // Initial only; nil: the client's token
+	ReservedBits byte
+	ClearFixed   bool
+	PNLen        int // default 4
+	PadTo        int // pad the packet with PADDING to this many bytes
+	Keys         *protect.Keys
+}
+
+// longPacket builds and protects a long-header packet in space (0 Initial,
+// 1 Handshake) carrying frames. It takes the next packet number.
+func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
+	pt := wire.PacketTypeInitial
+	if space == 1 {
+		pt = wire.PacketTypeHandshake
+	}
+	v := o.Version
+	if v == 0 {
+		v = rc.version
+	}
+	h := wire.LongHeader{Version: wire.Version(v), Type: pt, ClearFixedBit: o.ClearFixed, ReservedBits: o.ReservedBits,
+		DCID: o.DCID, SCID: o.SCID, Token: o.Token, LengthLen: 2, PNLen: o.PNLen}
+	if h.DCID == nil {
+		h.DCID = rc.dcid
+	}
+	if h.SCID == nil {
+		h.SCID = rc.scid
+	}
+	if h.Token == nil && pt == wire.PacketTypeInitial {
+		h.Token = rc.token
+	}
+	if h.PNLen == 0 {
+		h.PNLen = 4
+	}
+	pn := rc.nextPN[space]
+	rc.nextPN[space]++
+	h.PacketNumber = pn
+	hdr, lengthOff, pnOff := h.Append(nil)
+	payload := appendFrames(nil, frames)
+	if o.PadTo > 0 {
+		if n := o.PadTo - len(hdr) - len(payload) - protect.TagSize; n > 0 {
+			payload = append(payload, make([]byte, n)...)
+		}
+	}
+	// The header protection sample needs 4 bytes after the packet number
+	// start plus 16 of ciphertext.
+	if n := 4 - h.PNLen - len(payload); n > 0 {
+		payload = append(payload, make([]byte, n)...)
+	}
+	wire.PutVarintLen(hdr[lengthOff:], uint64(h.PNLen+len(payload)+protect.TagSize), 2)
+	k := o.Keys
+	if k == nil {
+		k = rc.seal[space]
+	}
+	if k == nil {
+		rc.t.Errorf("no %s keys to seal with", pt)
+	}
+	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
+	if _, err := k.HeaderProtector().Apply(pkt, pnOff, true); err != nil {
+		rc.t.Errorf("header protection: %v", err)
+	}
+	rc.trace.record(true, time.Now(), pt, v, space, pn, h.DCID, h.SCID, len(pkt), 0, payload)
+	return pkt, pn
+}
+
+// shortOpts choose the header of a 1-RTT packet.
+type shortOpts struct {
+	DCID         []byte
+	ReservedBits byte
+	ClearFixed   bool
+	KeyPhase     bool
+	PNLen        int // default 4
+	PN           *uint64
+	PadTo        int
+	NoPad        bool // do not pad short payloads up to the sample size
+	Keys         *protect.Keys
+}
+
+// shortPacket builds and protects a 1-RTT packet.
+func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
+	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed, KeyPhase: o.KeyPhase, PNLen: o.PNLen}
+	if h.DCID == nil {
+		h.DCID = rc.dcid
+	}
+	if h.PNLen == 0 {
+		h.PNLen = 4
+	}
+	pn := rc.nextPN[2]
+	if o.PN != nil {
+		pn = *o.PN
+	} else {
+		rc.nextPN[2]++
+	}
+	h.PacketNumber = pn
+	hdr, pnOff := h.Append(nil)
+	payload := appendFrames(nil, frames)
+	if o.PadTo > 0 {
+		if n := o.PadTo - len(hdr) - len(payload) - protect.TagSize; n > 0 {
+			payload = append(payload, make([]byte, n)...)
+		}
+	}
+	if n := 4 - h.PNLen - len(payload); n > 0 && !o.NoPad {
+		payload = append(payload, make([]byte, n)...)
+	}
+	k := o.Keys
+	if k == nil {
+		k = rc.seal[2]
+	}
+	if k == nil {
+		rc.t.Errorf("no 1-RTT keys to seal with")
+	}
+	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
+	if len(pkt) >= pnOff+4+protect.SampleSize {
+		if _, err := k.HeaderProtector().Apply(pkt, pnOff, false); err != nil {
+			rc.t.Errorf("header protection: %v", err)
+		}
+	}
+	rc.trace.record(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload)
+	return pkt, pn
+}
+
+func appendFrames(b []byte, frames []wire.Frame) []byte {
+	for _, f := range frames {
+		b = f.Append(b)
+	}
+	return b
+}
+
+// send writes one datagram made of the given packets.
+func (rc *rawClient) send(pkts ...[]byte) {
+	var d []byte
+	for _, p := range pkts {
+		d = append(d, p...)
+	}
+	if rc.firstSent.IsZero() {
+		rc.firstSent = time.Now()
+	}
+	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: rc.local, peer: rc.peer, b: d})
+	rc.conn.Write(d)
+}
+
+// sendClientHello sends the ClientHello in one Initial padded to pad bytes.
+func (rc *rawClient) sendClientHello(ctx context.Context, pad int) {
+	ch := rc.ClientHello(ctx)
+	rc.cryptoQ[0] = nil
+	rc.cryptoOff[0] = uint64(len(ch))
+	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: pad})
+	rc.send(pkt)
+}
+
+// Handshake runs a complete handshake: ClientHello in a 1200-byte datagram,
+// then the server's flights, the client's Finished, until HANDSHAKE_DONE
+// or the deadline. It repeats the ClientHello if nothing comes back.
+func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	rc.sendClientHello(ctx, 1200)
+	for tries := 0; ; tries++ {
+		wait := min(time.Until(deadline), time.Second<<tries)
+		if wait <= 0 {
+			break
+		}
+		rc.Receive(ctx, wait, func() bool { return rc.confirmed || rc.tlsErr != nil })
+		if rc.confirmed || rc.tlsErr != nil || ctx.Err() != nil {
+			break
+		}
+		if rc.serverSCID == nil {
+			// Nothing yet from the server: send the first flight again.
+			ch := rc.ClientHello(ctx)
+			pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+			rc.send(pkt)
+		}
+	}
+	switch {
+	case rc.tlsErr != nil:
+		return fmt.Errorf("TLS: %w", rc.tlsErr)
+	case rc.confirmed:
+		return nil
+	case rc.tlsDone:
+		return errors.New("the handshake completed but HANDSHAKE_DONE never arrived")
+	case rc.serverSCID == nil:
+		return errors.New("no answer from the server")
+	}
+	return errors.New("the handshake did not complete")
+}
+
+// Receive processes incoming datagrams for up to d, or until stop returns
+// true; it answers with acknowledgments and TLS data as they are owed.
+func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() bool) {
+	deadline := time.Now().Add(d)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	for {
+		if stop != nil && stop() {
+			return
+		}
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			return
+		}
+		rc.conn.SetReadDeadline(deadline)
+		n, err := rc.conn.Read(rc.buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return
+			}
+			// ICMP errors (port unreachable) come back as read errors;
+			// keep waiting until the deadline, without spinning.
+			if !sleep(ctx, 10*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		rc.processDatagram(append([]byte(nil), rc.buf[:n]...))
+		rc.flush()
+	}
+}
+
+func (rc *rawClient) processDatagram(d []byte) {
+	now := time.Now()
+	if !rc.firstSent.IsZero() {
+		rc.t.noteRTT(now.Sub(rc.firstSent))
+	}
+	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.local, peer: rc.peer, b: d})
+	rest := d
+	for len(rest) > 0 {
+		if !wire.IsLongHeader(rest) {
+			rc.processShort(now, rest, len(d))
+			return
+		}
+		h, err := wire.ParseHeader(rest, len(rc.scid))
+		if err != nil || h.Version == 0 || h.Type == wire.PacketTypeRetry || !protect.SupportedVersion(uint32(h.Version)) {
+			p := rc.trace.recordHeaderOnly(now, rest, len(d))
+			if h.Type == wire.PacketTypeRetry && err == nil {
+				rc.handleRetry(rest, p)
+			}
+			return
+		}
+		pkt := append([]byte(nil), rest[:h.PacketLen]...)
+		rest = rest[h.PacketLen:]
+		sp := spaceOf(h.Type)
+		if sp < 0 || sp > 1 || rc.open[sp] == nil {
+			continue
+		}
+		k := rc.open[sp]
+		pnLen, err := k.HeaderProtector().Remove(pkt, h.PNOffset, true)
+		if err != nil {
+			continue
+		}
+		pn := wire.DecodePacketNumber(rc.largest[sp], wire.ReadPacketNumber(pkt[h.PNOffset:], pnLen), pnLen*8)
+		hdrEnd := h.PNOffset + pnLen
+		payload, err := k.Open(nil, pkt[:hdrEnd], pkt[hdrEnd:], pn)
+		if err != nil {
+			continue
+		}
+		if h.Type == wire.PacketTypeInitial && rc.serverSCID == nil {
+			rc.serverSCID = append([]byte(nil), h.SCID...)
+			rc.dcid = rc.serverSCID
+		}
+		p := rc.trace.record(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload)
+		p.firstByte = pkt[0]
+		rc.onPacket(sp, pn, p)
+	}
+}
+
+func (rc *rawClient) processShort(now time.Time, b []byte, dsize int) {
+	k := rc.open[2]
+	if k == nil || len(b) < 1+len(rc.scid)+4+protect.SampleSize {
+		if rc.trace.isStatelessReset(b) {
+			rc.trace.recordStatelessReset(now, len(b))
+		}
+		return
+	}
+	pkt := append([]byte(nil), b...)
+	pnOff := 1 + len(rc.scid)
+	pnLen, err := k.HeaderProtector().Remove(pkt, pnOff, false)
+	if err != nil {
+		return
+	}
+	pn := wire.DecodePacketNumber(rc.largest[2], wire.ReadPacketNumber(pkt[pnOff:], pnLen), pnLen*8)
+	payload, err := k.Open(nil, pkt[:pnOff+pnLen], pkt[pnOff+pnLen:], pn)
+	if err != nil {
+		if rc.trace.isStatelessReset(b) {
+			rc.trace.recordStatelessReset(now, len(b))
+		}
+		return
+	}
+	p := rc.trace.record(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload)
+	p.firstByte = pkt[0]
+	p.ev.KeyPhase = int(pkt[0]>>2) & 1
+	rc.onPacket(2, pn, p)
+}
+
+func (rc *rawClient) handleRetry(b []byte, p *packet) {
+	if !rc.FollowRetry || rc.retrySCID != nil || rc.serverSCID != nil {
+		return
+	}
+	r, err := wire.ParseRetry(b)
+	if err != nil || protect.VerifyRetry(uint32(r.Version), rc.odcid, b) != nil {
+		return
+	}
+	rc.retrySCID = append([]byte(nil), r.SCID...)
+	rc.token = append([]byte(nil), r.Token...)
+	rc.dcid = rc.retrySCID
+	rc.initialKeys(rc.dcid)
+	rc.t.Fact("retry.policy", "retry seen")
+	ch := rc.clientHello
+	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+	rc.send(pkt)
+}
+
+func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
+	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
+		rc.largest[sp] = pn
+	}
+	if !slices.Contains(rc.recvd[sp], pn) {
+		rc.recvd[sp] = append(rc.recvd[sp], pn)
+	}
+	if p.ackEliciting && !rc.NoAcks {
+		rc.ackOwed[sp] = true
+	}
+	for _, f := range p.frames {
+		switch f := f.(type) {
+		case *wire.CryptoFrame:
+			if rc.tls == nil || rc.tlsErr != nil {
+				continue
+			}
+			rc.cryptoIn[sp].add(f.Offset, f.Data)
+			data := rc.cryptoIn[sp].contiguous()
+			if len(data) > rc.delivered[sp] {
+				lvl := []tls.QUICEncryptionLevel{tls.QUICEncryptionLevelInitial, tls.QUICEncryptionLevelHandshake, tls.QUICEncryptionLevelApplication}[sp]
+				if err := rc.tls.HandleData(lvl, data[rc.delivered[sp]:]); err != nil {
+					rc.tlsErr = err
+				}
+				rc.delivered[sp] = len(data)
+				rc.drainTLS()
+			}
+		case *wire.HandshakeDoneFrame:
+			rc.confirmed = true
+		}
+	}
+}
+
+// ackFrame builds an ACK frame for everything received in space.
+func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
+	pns := slices.Clone(rc.recvd[sp])
+	slices.Sort(pns)
+	slices.Reverse(pns)
+	a := &wire.AckFrame{}
+	for _, pn := range pns {
+		if n := len(a.Ranges); n > 0 && a.Ranges[n-1].Smallest == pn+1 {
+			a.Ranges[n-1].Smallest = pn
+			continue
+		}
+		if len(a.Ranges) == 32 {
+			break
+		}
+		a.Ranges = append(a.Ranges, wire.AckRange{Smallest: pn, Largest: pn})
+	}
+	return a
+}
+
+// flush sends owed acknowledgments and pending TLS data.
+func (rc *rawClient) flush() {
+	var hs []byte
+	if rc.seal[1] != nil && (rc.ackOwed[1] || len(rc.cryptoQ[1]) > 0) && !rc.confirmed {
+		var fr []wire.Frame
+		if rc.ackOwed[1] || len(rc.recvd[1]) > 0 {
+			fr = append(fr, rc.ackFrame(1))
+		}
+		if q := rc.cryptoQ[1]; len(q) > 0 {
+			fr = append(fr, &wire.CryptoFrame{Offset: rc.cryptoOff[1], Data: q})
+			rc.cryptoOff[1] += uint64(len(q))
+			rc.cryptoQ[1] = nil
+			rc.handshakeSent = true
+		}
+		hs, _ = rc.longPacket(1, fr, longOpts{})
+		rc.ackOwed[1] = false
+	}
+	var in []byte
+	if rc.seal[0] != nil && rc.ackOwed[0] && !rc.handshakeSent {
+		in, _ = rc.longPacket(0, []wire.Frame{rc.ackFrame(0)}, longOpts{PadTo: 1200 - len(hs)})
+		rc.ackOwed[0] = false
+	}
+	if in != nil || hs != nil {
+		rc.send(in, hs)
+	}
+	if rc.seal[2] != nil && rc.ackOwed[2] && rc.handshakeSent {
+		pkt, _ := rc.shortPacket([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
+		rc.ackOwed[2] = false
+		rc.send(pkt)
+	}
+}
+
+// Send1RTT sends frames in a 1-RTT packet of its own datagram.
+func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
+	pkt, _ := rc.shortPacket(frames, o)
+	rc.send(pkt)
+	return rc.lastSent()
+}
+
+func (rc *rawClient) lastSent() *packet {
+	ps := rc.t.rec.snapshot()
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].sent && ps[i].conn == rc.trace.id {
+			return ps[i]
+		}
+	}
+	return nil
+}
+
+// ServerTP returns the server's transport parameters (nil before
+// EncryptedExtensions).
+func (rc *rawClient) ServerTP() *wire.TransportParameters {
+	if rc.serverTP == nil {
+		return nil
+	}
+	tp, err := wire.ParseTransportParameters(rc.serverTP, true)
+	if err != nil {
+		return nil
+	}
+	return tp
+}

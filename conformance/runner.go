@@ -1,0 +1,266 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/quiver-quic/quiver/pcap"
+)
+
+// ToolVersion is written into every report; cmd/quiver sets it.
+var ToolVersion = "dev"
+
+// Options configure a run of the suite.
+type Options struct {
+	// Scenarios are IDs, globs ("hs-*") or family letters; empty runs all.
+	Scenarios []string
+	// Parallel is how many scenarios run at once (default 4).
+	Parallel int
+	// Timeout is each scenario's deadline (default 10 s; transfer and
+	// timing scenarios get at least 60 s).
+	Timeout time.Duration
+	// ArtifactsDir, when set, receives per scenario a pcapng with the
+	// decryption secrets embedded, the key log and the qlog traces.
+	ArtifactsDir string
+	// Progress, when set, is called after each scenario.
+	Progress func(done, total int, r Result)
+}
+
+// grace is how long the runner waits past a scenario's deadline before it
+// gives up on it; a scenario that ignores its context must not hang the
+// suite.
+const grace = 3 * time.Second
+
+// Run runs the selected server-facing scenarios against target and returns
+// the report. It fails only when nothing can be run at all (a bad
+// selection); an unreachable or hostile target gives inconclusive
+// verdicts, never an error.
+func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
+	scs, err := Select(ServerRole, opts.Scenarios)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ArtifactsDir != "" {
+		if err := os.MkdirAll(opts.ArtifactsDir, 0o755); err != nil {
+			return nil, fmt.Errorf("artifacts: %w", err)
+		}
+	}
+	rep := &Report{Schema: SchemaVersion, ToolVersion: ToolVersion, Started: time.Now()}
+	prof := Discover(ctx, target)
+	rep.Target = prof.Target
+	rep.Results = runScenarios(ctx, prof, scs, opts)
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Options) []Result {
+	par := opts.Parallel
+	if par <= 0 {
+		par = 4
+	}
+	results := make([]Result, len(scs))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for i, sc := range scs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i] = skipped(sc, "the run was cancelled before the scenario started")
+				return
+			}
+			results[i] = runOne(ctx, prof, sc, opts)
+			<-sem
+			if opts.Progress != nil {
+				mu.Lock()
+				done++
+				opts.Progress(done, len(scs), results[i])
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func skipped(sc *Scenario, why string) Result {
+	r := baseResult(sc)
+	r.Started = time.Now()
+	r.Verdict = Inconclusive
+	r.Sentence = why
+	return r
+}
+
+func baseResult(sc *Scenario) Result {
+	return Result{Scenario: sc.ID, Title: sc.Title, Family: sc.Family, Role: sc.Role, Revision: sc.Revision}
+}
+
+// runOne runs one scenario under its deadline. A panic becomes verdict
+// error; a scenario that overruns its deadline is abandoned.
+func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Result {
+	start := time.Now()
+	res := baseResult(sc)
+	res.Started = start
+	t := &T{sc: sc, profile: prof, rec: newRecorder(start), started: start}
+	if opts.ArtifactsDir != "" {
+		t.dir = filepath.Join(opts.ArtifactsDir, sc.ID)
+		if err := os.MkdirAll(t.dir, 0o755); err != nil {
+			t.dir = ""
+		}
+	}
+	if why, v := needsMet(prof, sc); v != "" {
+		res.Verdict = v
+		res.Sentence = why
+		res.Checks = []CheckResult{{Name: "needs", Verdict: v, Sentence: why}}
+		res.Duration = time.Since(start)
+		return res
+	}
+	sctx, cancel := context.WithTimeout(ctx, sc.budget(opts))
+	defer cancel()
+	finished := make(chan struct{})
+	var panicMsg string
+	go func() {
+		defer close(finished)
+		defer func() {
+			if p := recover(); p != nil {
+				panicMsg = fmt.Sprintf("panic: %v\n%s", p, debug.Stack())
+			}
+		}()
+		defer t.runCleanups()
+		sc.Run(sctx, t)
+	}()
+	overran := false
+	select {
+	case <-finished:
+	case <-sctx.Done():
+		select {
+		case <-finished:
+		case <-time.After(grace):
+			overran = true
+		}
+	}
+	t.mu.Lock()
+	checks := append([]CheckResult(nil), t.checks...)
+	res.Facts = append([]Fact(nil), t.facts...)
+	errMsg := t.errMsg
+	t.mu.Unlock()
+	switch {
+	case overran:
+		checks = append(checks, CheckResult{Name: "deadline", Verdict: Errored, Sentence: fmt.Sprintf("The scenario did not stop within %v of its %v deadline; the tester abandoned it.", grace, sc.budget(opts))})
+		errMsg = "scenario overran its deadline"
+	case panicMsg != "":
+		checks = append(checks, CheckResult{Name: "tester", Verdict: Errored, Sentence: "The tester panicked; this says nothing about the target."})
+		errMsg = panicMsg
+	case len(checks) == 0:
+		why := "The scenario ended without a verdict."
+		if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			why = fmt.Sprintf("The scenario reached its %v deadline before it could decide.", sc.budget(opts))
+		}
+		checks = append(checks, CheckResult{Name: "outcome", Verdict: Inconclusive, Sentence: why})
+	}
+	res.Checks = checks
+	res.Error = errMsg
+	res.Verdict, res.Sentence = combine(checks)
+	res.Duration = time.Since(start)
+	if t.dir != "" && !overran {
+		res.Artifacts = writeArtifacts(t)
+	}
+	return res
+}
+
+// combine takes the worst check as the scenario verdict and its sentence.
+func combine(checks []CheckResult) (Verdict, string) {
+	vs := make([]Verdict, len(checks))
+	for i, c := range checks {
+		vs[i] = c.Verdict
+	}
+	v := Worst(vs...)
+	for _, c := range checks {
+		if c.Verdict == v {
+			return v, c.Sentence
+		}
+	}
+	return v, ""
+}
+
+// needsMet decides the needs the profile can answer before the scenario
+// runs (application protocols); the rest are decided inside Run.
+// An unreachable target makes every scenario that needs an application
+// protocol inconclusive, not unsupported: silence proves nothing.
+func needsMet(p *Profile, sc *Scenario) (string, Verdict) {
+	for _, n := range sc.Needs {
+		if (n == NeedApp || n == NeedHQ || n == NeedH3) && len(p.ALPNs) == 0 && !p.Reachable {
+			return "The target did not answer the discovery handshakes (hq-interop, h3), so it is unreachable from the tester.", Inconclusive
+		}
+		switch n {
+		case NeedApp:
+			if len(p.ALPNs) == 0 {
+				return "The target accepted neither hq-interop nor h3 during discovery, so no application protocol is available.", Unsupported
+			}
+		case NeedHQ:
+			if !p.HasALPN("hq-interop") {
+				return fmt.Sprintf("The target does not speak hq-interop (it accepted %v).", p.ALPNs), Unsupported
+			}
+		case NeedH3:
+			if !p.HasALPN("h3") {
+				return fmt.Sprintf("The target does not speak h3 (it accepted %v).", p.ALPNs), Unsupported
+			}
+		}
+	}
+	return "", ""
+}
+
+// writeArtifacts writes the scenario's pcapng (secrets embedded) and key
+// log; the qlog files were written by the engine's tracer.
+func writeArtifacts(t *T) *Artifacts {
+	a := &Artifacts{}
+	t.rec.mu.Lock()
+	keylog := append([]byte(nil), t.rec.keylog.Bytes()...)
+	dgs := append([]datagramRec(nil), t.rec.datagrams...)
+	t.rec.mu.Unlock()
+	if len(keylog) > 0 {
+		if err := os.WriteFile(filepath.Join(t.dir, "keys.log"), keylog, 0o644); err == nil {
+			a.Keylog = filepath.Join(t.sc.ID, "keys.log")
+		}
+	}
+	if f, err := os.Create(filepath.Join(t.dir, "capture.pcapng")); err == nil {
+		w, err := pcap.NewWriterOptions(f, pcap.Options{SecretsFirst: true})
+		if err == nil {
+			if len(keylog) > 0 {
+				w.WriteSecrets(keylog)
+			}
+			for _, d := range dgs {
+				local := d.local
+				if !local.IsValid() {
+					local = defaultLocal
+				}
+				src, dst := local, d.peer
+				if !d.sent {
+					src, dst = d.peer, local
+				}
+				w.WriteDatagram(d.at, src, dst, d.b)
+			}
+			w.Close()
+			a.Pcapng = filepath.Join(t.sc.ID, "capture.pcapng")
+		}
+		f.Close()
+	}
+	if ents, err := os.ReadDir(t.dir); err == nil {
+		for _, e := range ents {
+			if filepath.Ext(e.Name()) == ".sqlog" || filepath.Ext(e.Name()) == ".qlog" {
+				a.Qlogs = append(a.Qlogs, filepath.Join(t.sc.ID, e.Name()))
+			}
+		}
+	}
+	return a
+}
