@@ -79,7 +79,7 @@ func testCommand() *command {
 			if len(args) != 1 {
 				return fmt.Errorf("%w: test takes one HOST:PORT", errUsage)
 			}
-			return notBuilt(env, "the conformance suite", "issue 5")
+			return runTest(ctx, env, opts.(*testOpts), args[0])
 		},
 	}
 }
