@@ -110,27 +110,26 @@ func interopCommand() *command {
 	}
 }
 
-type dbOpts struct{ db string }
-
 func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "[flags] run|list|show|diff|changes|sweep [arguments]",
+		usage:   "run|list|show|diff|changes|sweep [flags] [arguments]",
 		examples: []string{
-			"quiver track run --db quiver.db targets.json",
-			"quiver track changes --db quiver.db",
+			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
+			"quiver track list",
+			"quiver track show 3",
+			"quiver track diff 2 3",
+			"quiver track changes --target 'quic-go local'",
+			"quiver track run --db postgres://quiver@db.example/quiver --targets targets.json",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
-			o := &dbOpts{}
-			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` or PostgreSQL DSN of the result store")
+			o := &trackOpts{}
+			o.setFlags(fs)
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes or sweep", errUsage)
-			}
-			return notBuilt(env, "the observatory", "issue 7")
+			return runTrack(ctx, env, opts.(*trackOpts), args)
 		},
 	}
 }

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/store"
+)
+
+// trackOpts are the flags of every track subcommand. They may come before
+// or after the subcommand's name.
+type trackOpts struct {
+	db, targets, scenarios, artifacts, campaign, target string
+	parallel, window                                    int
+	timeout                                             time.Duration
+	json                                                bool
+}
+
+func (o *trackOpts) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` or PostgreSQL DSN of the result store")
+	fs.StringVar(&o.targets, "targets", "", "targets `file` (JSON) for run; also accepted as its argument")
+	fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated, for run")
+	fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` for per-result pcapng, qlog and key log (empty: keep none)")
+	fs.StringVar(&o.campaign, "campaign", "", "`label` of the run (default: the targets file name)")
+	fs.IntVar(&o.parallel, "parallel", 2, "jobs (target × scenario) run at once")
+	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each scenario (default: the suite's)")
+	fs.StringVar(&o.target, "target", "", "only this target `name` (show, changes)")
+	fs.IntVar(&o.window, "window", observatory.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
+}
+
+// suiteRun is the conformance suite the commands run; tests replace it.
+var suiteRun observatory.RunFunc = conformance.Run
+
+// selectScenarios expands scenario patterns; tests replace it.
+var selectScenarios = observatory.SelectScenarios
+
+func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes or sweep", errUsage)
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("quiver track "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	// Flags set before the subcommand keep their values: declaring the
+	// flags again resets them to the defaults, so put them back, and
+	// parsing then overrides only those given again.
+	before := *o
+	o.setFlags(fs)
+	*o = before
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	args = fs.Args()
+	switch sub {
+	case "run":
+		return trackRunCmd(ctx, env, o, args)
+	case "sweep":
+		fmt.Fprintln(env.stderr, "quiver: track sweep (building an implementation at each released version) is not built yet (issue 7, part 4).")
+		return exitError{code: 3}
+	case "list", "show", "diff", "changes":
+	default:
+		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes or sweep)", errUsage, sub)
+	}
+	st, err := openStore(ctx, o.db, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch sub {
+	case "list":
+		if len(args) > 0 {
+			return fmt.Errorf("%w: track list takes no arguments", errUsage)
+		}
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return writeJSON(env.stdout, runs)
+		}
+		if len(runs) == 0 {
+			fmt.Fprintf(env.stdout, "no runs in %s yet; start one with: quiver track run --db %s targets.json\n", displayDB(o.db), o.db)
+			return nil
+		}
+		return observatory.WriteRuns(env.stdout, runs)
+	case "show":
+		return trackShow(ctx, env, st, o, args)
+	case "diff":
+		return trackDiff(ctx, env, st, o, args)
+	default: // changes
+		if len(args) > 0 {
+			return fmt.Errorf("%w: track changes takes no arguments", errUsage)
+		}
+		cells, err := st.Cells(ctx, store.Filter{Target: o.target})
+		if err != nil {
+			return err
+		}
+		ch := observatory.DetectChanges(cells, o.window)
+		if o.json {
+			return writeJSON(env.stdout, ch)
+		}
+		return observatory.WriteChanges(env.stdout, ch)
+	}
+}
+
+// openStore opens the store; create says whether a missing SQLite file may
+// be created (only commands that write may create one).
+func openStore(ctx context.Context, db string, create bool) (store.Store, error) {
+	if !create && !store.IsPostgres(db) {
+		if _, err := statFile(db); err != nil {
+			return nil, fmt.Errorf("no result store at %s: run a campaign first (quiver track run --db %s targets.json, or quiver demo)", db, db)
+		}
+	}
+	return store.Open(ctx, db)
+}
+
+func displayDB(db string) string {
+	if store.IsPostgres(db) {
+		return "the PostgreSQL store"
+	}
+	return db
+}
+
+func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
+	file := o.targets
+	switch {
+	case len(args) == 1 && file == "":
+		file = args[0]
+	case len(args) > 1 || (len(args) == 1 && file != ""):
+		return fmt.Errorf("%w: track run takes one targets file", errUsage)
+	}
+	if file == "" {
+		return fmt.Errorf("%w: track run needs a targets file (--targets FILE)", errUsage)
+	}
+	targets, err := observatory.LoadTargets(file)
+	if err != nil {
+		return err
+	}
+	scenarios, err := selectScenarios(scenarioPatterns(o.scenarios))
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	st, err := openStore(ctx, o.db, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	name := o.campaign
+	if name == "" {
+		name = file
+	}
+	c := observatory.Campaign{Name: name, Targets: targets, Scenarios: scenarios}
+	run, err := runCampaign(ctx, env, st, o, c)
+	if err != nil && run.ID == 0 {
+		return err
+	}
+	cells, cerr := st.Cells(ctx, store.Filter{RunID: run.ID})
+	if cerr != nil {
+		return cerr
+	}
+	fmt.Fprintf(env.stdout, "run %d: %d results in %s\n\n", run.ID, len(cells), displayDB(o.db))
+	if werr := observatory.WriteGrid(env.stdout, observatory.NewGrid(cells)); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// runCampaign runs c into st, showing progress on stderr.
+func runCampaign(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, c observatory.Campaign) (store.Run, error) {
+	total := len(c.Targets) * len(c.Scenarios)
+	fmt.Fprintf(env.stderr, "running %d scenarios × %d targets (%d jobs)\n", len(c.Scenarios), len(c.Targets), total)
+	r := &observatory.Runner{
+		Store: st, Run: suiteRun, ToolVersion: version, ArtifactsDir: o.artifacts,
+		Timeout: o.timeout, Parallel: o.parallel,
+		Progress: campaignProgress(env.stderr),
+	}
+	run, err := r.RunCampaign(ctx, c)
+	endCampaignProgress(env.stderr)
+	return run, err
+}
+
+func trackShow(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%w: track show takes at most one run id", errUsage)
+	}
+	var id int64
+	if len(args) == 1 {
+		var err error
+		if id, err = parseRunID(args[0]); err != nil {
+			return err
+		}
+	} else {
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(runs) == 0 {
+			return fmt.Errorf("no runs in %s yet", displayDB(o.db))
+		}
+		id = runs[0].ID
+	}
+	run, err := st.Run(ctx, id)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		recs, err := st.Results(ctx, id)
+		if err != nil {
+			return err
+		}
+		var keep []store.Record
+		for _, r := range recs {
+			if o.target == "" || r.Target.Name == o.target {
+				keep = append(keep, r)
+			}
+		}
+		return writeJSON(env.stdout, struct {
+			Run     store.Run      `json:"run"`
+			Results []store.Record `json:"results"`
+		}{run, keep})
+	}
+	cells, err := st.Cells(ctx, store.Filter{RunID: id, Target: o.target})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "run %d (%s), started %s, %d results\n\n", run.ID, run.Campaign, run.Started.Format(time.RFC3339), run.Results)
+	return observatory.WriteResults(env.stdout, cells)
+}
+
+func trackDiff(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, args []string) error {
+	var a, b int64
+	switch len(args) {
+	case 0:
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(runs) < 2 {
+			return fmt.Errorf("track diff needs two runs; %s has %d", displayDB(o.db), len(runs))
+		}
+		a, b = runs[1].ID, runs[0].ID
+	case 2:
+		var err error
+		if a, err = parseRunID(args[0]); err != nil {
+			return err
+		}
+		if b, err = parseRunID(args[1]); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: track diff takes two run ids (or none: the last two runs)", errUsage)
+	}
+	var sides [2][]store.Cell
+	for i, id := range []int64{a, b} {
+		if _, err := st.Run(ctx, id); err != nil {
+			return err
+		}
+		cells, err := st.Cells(ctx, store.Filter{RunID: id, Target: o.target})
+		if err != nil {
+			return err
+		}
+		sides[i] = cells
+	}
+	d := observatory.DiffRuns(sides[0], sides[1])
+	if o.json {
+		return writeJSON(env.stdout, d)
+	}
+	return observatory.WriteDiff(env.stdout, a, b, d)
+}
+
+func parseRunID(s string) (int64, error) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%w: %q is not a run id (see quiver track list)", errUsage, s)
+	}
+	return id, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
+}
+
+// scenarioPatterns splits --scenarios; "*" alone means every scenario.
+func scenarioPatterns(s string) []string {
+	var out []string
+	for _, p := range splitList(s) {
+		if p != "*" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

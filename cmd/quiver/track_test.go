@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quiver-quic/quiver/conformance"
+)
+
+// fakeTrackSuite stands in for the conformance suite: each target's
+// verdicts come from the version in its targets file, so that two runs with
+// different files show changes.
+func fakeTrackSuite(t *testing.T) {
+	t.Helper()
+	oldRun, oldSel := suiteRun, selectScenarios
+	t.Cleanup(func() { suiteRun, selectScenarios = oldRun, oldSel })
+	selectScenarios = func(p []string) ([]string, error) {
+		if len(p) == 1 && p[0] == "bogus" {
+			return nil, os.ErrNotExist
+		}
+		return []string{"hs-basic", "ack-frequency"}, nil
+	}
+	suiteRun = func(ctx context.Context, tg conformance.Target, o conformance.Options) (*conformance.Report, error) {
+		rep := &conformance.Report{Target: tg}
+		for _, id := range o.Scenarios {
+			v := conformance.Pass
+			if id == "ack-frequency" && tg.Version == "v1" {
+				v = conformance.Unsupported
+			}
+			rep.Results = append(rep.Results, conformance.Result{Scenario: id, Verdict: v, Sentence: tg.Name + " " + string(v)})
+		}
+		return rep, nil
+	}
+}
+
+func quiver(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestTrackCommands(t *testing.T) {
+	fakeTrackSuite(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	writeTargets := func(name, version string) string {
+		f := filepath.Join(dir, name)
+		b, _ := json.Marshal(map[string]any{"targets": []map[string]any{
+			{"name": "alpha", "address": "127.0.0.1:4433", "implementation": "quic-go", "version": version},
+		}})
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	v1, v2 := writeTargets("v1.json", "v1"), writeTargets("v2.json", "v2")
+
+	if _, errs, code := quiver(t, "track", "list", "--db", db); code != 1 || !strings.Contains(errs, "run a campaign first") {
+		t.Errorf("list on a missing store: exit %d, stderr %q", code, errs)
+	}
+	out, errs, code := quiver(t, "track", "--db", db, "run", "--artifacts", "", v1)
+	if code != 0 {
+		t.Fatalf("track run: exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"run 1: 2 results", "ack-frequency", "unsupported", "alpha: 1 pass, 1 unsupported"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("track run output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, code := quiver(t, "track", "run", "--db", db, "--artifacts", "", "--targets", v2); code != 0 {
+		t.Fatalf("second track run: exit %d", code)
+	}
+
+	out, _, code = quiver(t, "track", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, "v1.json") || !strings.Contains(out, "v2.json") {
+		t.Errorf("track list: exit %d\n%s", code, out)
+	}
+	out, _, code = quiver(t, "track", "show", "--db", db, "1")
+	if code != 0 || !strings.Contains(out, "alpha unsupported") {
+		t.Errorf("track show 1: exit %d\n%s", code, out)
+	}
+	out, _, code = quiver(t, "track", "diff", "--db", db)
+	if code != 0 || !strings.Contains(out, "ack-frequency") || strings.Contains(out, "hs-basic") {
+		t.Errorf("track diff: exit %d\n%s", code, out)
+	}
+	out, _, code = quiver(t, "track", "changes", "--db", db)
+	if code != 0 || !strings.Contains(out, "arrived") || !strings.Contains(out, "unsupported (v1)") {
+		t.Errorf("track changes: exit %d\n%s", code, out)
+	}
+	out, _, code = quiver(t, "track", "changes", "--db", db, "--json")
+	var ch []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &ch) != nil || len(ch) != 1 || ch[0]["kind"] != "arrived" {
+		t.Errorf("track changes --json: exit %d\n%s", code, out)
+	}
+
+	for _, bad := range [][]string{
+		{"track", "frob", "--db", db},
+		{"track", "run", "--db", db},
+		{"track", "run", "--db", db, "--scenarios", "bogus", v1},
+		{"track", "show", "--db", db, "x"},
+		{"track", "diff", "--db", db, "1"},
+	} {
+		if _, errs, code := quiver(t, bad...); code != 2 {
+			t.Errorf("quiver %s: exit %d, want 2 (stderr %q)", strings.Join(bad, " "), code, errs)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package observatory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/internal/leakcheck"
+	"github.com/quiver-quic/quiver/observatory/store"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func TestParseTargets(t *testing.T) {
+	good := `{"targets": [{"name": "a", "address": "127.0.0.1:4433", "sni": "localhost", "alpn": ["h3"], "implementation": "quic-go", "version": "v0.50.0"}]}`
+	ts, err := ParseTargets([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || ts[0].SNI != "localhost" || ts[0].ALPN[0] != "h3" || ts[0].Version != "v0.50.0" {
+		t.Errorf("ParseTargets = %+v", ts)
+	}
+	if ts, err := ParseTargets([]byte(`[{"name": "b", "address": "[::1]:443"}]`)); err != nil || ts[0].Name != "b" {
+		t.Errorf("bare array: %+v, %v", ts, err)
+	}
+	for _, bad := range []string{
+		`{"targets": []}`,
+		`{"targets": [{"address": "1.2.3.4:443"}]}`,
+		`{"targets": [{"name": "a", "address": "1.2.3.4"}]}`,
+		`{"targets": [{"name": "a", "address": "1.2.3.4:1"}, {"name": "a", "address": "1.2.3.4:2"}]}`,
+		`{"targets": [{"name": "a", "adress": "1.2.3.4:1"}]}`,
+		`not json`,
+	} {
+		if _, err := ParseTargets([]byte(bad)); err == nil {
+			t.Errorf("ParseTargets(%s) succeeded", bad)
+		}
+	}
+}
+
+// fakeSuite answers each scenario with the verdict in its table, and
+// records what it was asked.
+type fakeSuite struct {
+	verdicts map[string]conformance.Verdict // "target/scenario" → verdict
+	calls    atomic.Int32
+}
+
+func (f *fakeSuite) run(ctx context.Context, t conformance.Target, o conformance.Options) (*conformance.Report, error) {
+	f.calls.Add(1)
+	rep := &conformance.Report{Schema: conformance.SchemaVersion, ToolVersion: "fake", Target: t}
+	for _, id := range o.Scenarios {
+		v, ok := f.verdicts[t.Name+"/"+id]
+		if !ok {
+			v = conformance.Inconclusive
+		}
+		res := conformance.Result{
+			Scenario: id, Verdict: v, Sentence: fmt.Sprintf("%s said %s", t.Name, v),
+			Checks: []conformance.CheckResult{{Name: "c", Verdict: v, Sentence: "checked"}},
+		}
+		if o.ArtifactsDir != "" {
+			res.Artifacts = &conformance.Artifacts{Keylog: id + "/keys.log", Qlogs: []string{id + "/a.sqlog"}}
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return rep, nil
+}
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRunCampaign(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	f := &fakeSuite{verdicts: map[string]conformance.Verdict{
+		"a/s1": conformance.Pass, "a/s2": conformance.Fail, "b/s1": conformance.Unsupported, "b/s2": conformance.Pass,
+	}}
+	var progress []int
+	r := &Runner{Store: s, Run: f.run, ToolVersion: "t1", ArtifactsDir: "/artifacts", Parallel: 3,
+		Progress: func(done, total int, rec store.Record) { progress = append(progress, done) }}
+	c := Campaign{Name: "test", Scenarios: []string{"s1", "s2"}, Targets: []conformance.Target{
+		{Name: "a", Address: "127.0.0.1:1", Implementation: "x", Version: "v1"},
+		{Name: "b", Address: "127.0.0.1:2"},
+	}}
+	run, err := r.RunCampaign(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Finished.IsZero() || run.Results != 4 || run.Campaign != "test" {
+		t.Errorf("run = %+v, want finished with 4 results", run)
+	}
+	if len(progress) != 4 {
+		t.Errorf("progress called %d times, want 4", len(progress))
+	}
+	recs, err := s.Results(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rec := range recs {
+		got[rec.Target.Name+"/"+rec.Scenario] = rec.Verdict
+		res, err := DecodeResult(rec)
+		if err != nil || res.Scenario != rec.Scenario || len(res.Checks) != 1 {
+			t.Errorf("evidence of %d does not decode to its result: %+v, %v", rec.ID, res, err)
+		}
+		wantKeylog := fmt.Sprintf("run-%d/%s/%s/keys.log", run.ID, rec.Target.Name, rec.Scenario)
+		if len(rec.Artifacts) != 2 || rec.Artifacts[0] != (store.Artifact{Kind: "keylog", Path: wantKeylog}) {
+			t.Errorf("artifacts of %s/%s = %+v, want keylog %s first", rec.Target.Name, rec.Scenario, rec.Artifacts, wantKeylog)
+		}
+		if rec.ToolVersion != "fake" {
+			t.Errorf("tool version %q, want the report's", rec.ToolVersion)
+		}
+	}
+	for k, v := range f.verdicts {
+		if got[k] != string(v) {
+			t.Errorf("%s: stored %q, want %q", k, got[k], v)
+		}
+	}
+
+	// Executing a job again (a retry after a crash) runs nothing and adds
+	// no row.
+	calls := f.calls.Load()
+	rec, err := r.Execute(ctx, Job{RunID: run.ID, Target: c.Targets[0], Scenario: "s2"})
+	if err != nil || rec.Verdict != "fail" {
+		t.Errorf("re-Execute = %+v, %v", rec, err)
+	}
+	if f.calls.Load() != calls {
+		t.Error("re-Execute ran the suite again")
+	}
+	if cells, _ := s.Cells(ctx, store.Filter{RunID: run.ID}); len(cells) != 4 {
+		t.Errorf("%d rows after the retry, want 4", len(cells))
+	}
+}
+
+// An interrupted campaign keeps what it measured, stores nothing for the
+// job cut short, and leaves the run unfinished.
+func TestRunCampaignInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openStore(t)
+	started := make(chan struct{})
+	var n atomic.Int32
+	run := func(ctx context.Context, tg conformance.Target, o conformance.Options) (*conformance.Report, error) {
+		if n.Add(1) == 1 {
+			return &conformance.Report{Results: []conformance.Result{{Scenario: o.Scenarios[0], Verdict: conformance.Pass}}}, nil
+		}
+		close(started)
+		<-ctx.Done()
+		// The suite reports a cut-short scenario as inconclusive.
+		return &conformance.Report{Results: []conformance.Result{{Scenario: o.Scenarios[0], Verdict: conformance.Inconclusive}}}, nil
+	}
+	go func() { <-started; cancel() }()
+	r := &Runner{Store: s, Run: run, Parallel: 1}
+	got, err := r.RunCampaign(ctx, Campaign{Scenarios: []string{"s1", "s2", "s3"}, Targets: []conformance.Target{{Name: "a", Address: "h:1"}}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if !got.Finished.IsZero() || got.Results != 1 {
+		t.Errorf("run = %+v, want unfinished with 1 result", got)
+	}
+}
+
+func cell(run int64, target, version, scenario, verdict string) store.Cell {
+	return store.Cell{RunID: run, Target: store.Target{Name: target, Version: version}, Scenario: scenario, Verdict: verdict}
+}
+
+func TestDetectChanges(t *testing.T) {
+	series := func(target, scenario string, verdicts ...string) []store.Cell {
+		var cs []store.Cell
+		for i, v := range verdicts {
+			cs = append(cs, cell(int64(i+1), target, fmt.Sprintf("v%d", i+1), scenario, v))
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		name     string
+		verdicts []string
+		window   int
+		want     string
+	}{
+		{"steady", []string{"pass", "pass", "pass"}, 0, ""},
+		{"feature arrives", []string{"unsupported", "unsupported", "pass"}, 0, "arrived 2→3"},
+		{"first pass after failing is an arrival", []string{"fail", "pass"}, 0, "arrived 1→2"},
+		{"regression then fix", []string{"pass", "fail", "fail", "pass"}, 0, "regressed 1→2, fixed 3→4, flapping 1→4 ×2"},
+		{"warn is a regression", []string{"pass", "warn"}, 0, "regressed 1→2"},
+		{"dropped support is a regression", []string{"pass", "unsupported"}, 0, "regressed 1→2"},
+		{"inconclusive results are skipped", []string{"pass", "inconclusive", "error", "pass", "inconclusive"}, 0, ""},
+		{"skips do not hide a regression", []string{"pass", "inconclusive", "fail"}, 0, "regressed 1→3"},
+		{"flapping", []string{"pass", "fail", "pass", "fail"}, 0, "regressed 1→2, fixed 2→3, regressed 3→4, flapping 1→4 ×3"},
+		{"old flaps leave the window", []string{"pass", "fail", "pass", "pass", "pass", "pass", "pass"}, 4, "regressed 1→2, fixed 2→3"},
+		{"fail to warn is no listed change", []string{"fail", "warn"}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range DetectChanges(series("t", "s", tc.verdicts...), tc.window) {
+				s := fmt.Sprintf("%s %d→%d", c.Kind, c.From.RunID, c.To.RunID)
+				if c.Kind == Flapping {
+					s += fmt.Sprintf(" ×%d", c.Count)
+				}
+				got = append(got, s)
+			}
+			if g := strings.Join(got, ", "); g != tc.want {
+				t.Errorf("DetectChanges(%v) = %q, want %q", tc.verdicts, g, tc.want)
+			}
+		})
+	}
+
+	// Series are kept apart by target and by scenario.
+	var cs []store.Cell
+	cs = append(cs, cell(1, "a", "", "s", "pass"), cell(1, "b", "", "s", "fail"), cell(1, "a", "", "s2", "fail"))
+	cs = append(cs, cell(2, "a", "", "s", "pass"), cell(2, "b", "", "s", "pass"), cell(2, "a", "", "s2", "fail"))
+	ch := DetectChanges(cs, 0)
+	if len(ch) != 1 || ch[0].Target != "b" || ch[0].Kind != Arrived {
+		t.Errorf("DetectChanges over two targets = %+v, want b arrived", ch)
+	}
+}
+
+func TestTextOutput(t *testing.T) {
+	a := []store.Cell{cell(1, "x", "", "s1", "pass"), cell(1, "y\x1b[31m", "", "s1", "fail"), cell(1, "x", "", "s2", "warn")}
+	b := []store.Cell{cell(2, "x", "", "s1", "pass"), cell(2, "y\x1b[31m", "", "s1", "pass")}
+	var buf bytes.Buffer
+	if err := WriteGrid(&buf, NewGrid(a)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("a target's escape sequence reached the terminal:\n%q", out)
+	}
+	for _, want := range []string{"scenario", "s1", "pass", "fail", "x: 1 pass, 1 warn"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("grid lacks %q:\n%s", want, out)
+		}
+	}
+	d := DiffRuns(a, b)
+	if len(d) != 2 || d[0].Target != "x" || d[0].Scenario != "s2" || d[0].B.Verdict != "" || d[1].B.Verdict != "pass" {
+		t.Errorf("DiffRuns = %+v", d)
+	}
+	buf.Reset()
+	WriteDiff(&buf, 1, 2, d)
+	if !strings.Contains(buf.String(), "warn") || !strings.Contains(buf.String(), "run 2") {
+		t.Errorf("diff output:\n%s", buf.String())
+	}
+	if got := Tally(map[string]int{"fail": 2, "pass": 1}); got != "1 pass, 2 fail" {
+		t.Errorf("Tally = %q", got)
+	}
+}
