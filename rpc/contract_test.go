@@ -140,6 +140,13 @@ func kits(t testing.TB) []kit {
 		{name: "http1", listen: listenHTTP, dial: func(a net.Addr) Transport { return DialHTTP1(a.String(), clientTLS(t)) }},
 		{name: "http2", listen: listenHTTP, dial: func(a net.Addr) Transport { return DialHTTP2(a.String(), clientTLS(t)) }},
 		{name: "quic", listen: listenQUIC, dial: func(a net.Addr) Transport { return DialQUIC(a.String(), clientTLS(t)) }},
+		{name: "udp", maxMessage: UDPMaxMessage, listen: func(t testing.TB, addr string) Listener {
+			l, err := ListenUDP(addrOr(addr, "127.0.0.1:0"), serverTLS(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}, dial: func(a net.Addr) Transport { return DialUDP(a.String(), clientTLS(t)) }},
 		{name: "http3", listen: listenQUIC, dial: func(a net.Addr) Transport { return DialHTTP3(a.String(), clientTLS(t)) }},
 	}
 }

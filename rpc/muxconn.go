@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -20,7 +21,7 @@ type muxConn struct {
 	name     string
 
 	mu     sync.Mutex
-	calls  map[uint64]*callQueue          // client side
+	calls  map[uint64]*callQueue         // client side
 	cancel map[uint64]context.CancelFunc // server side
 	nextID uint64
 	err    error
@@ -299,6 +300,9 @@ func (t *streamTransport) get(ctx context.Context) (*muxConn, error) {
 }
 
 func (t *streamTransport) RoundTrip(ctx context.Context, req *Request) (ResponseStream, error) {
+	if len(req.Payload) > t.max {
+		return nil, &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request of %d bytes exceeds the %s transport's limit of %d", len(req.Payload), t.name, t.max)}
+	}
 	m, err := t.get(ctx)
 	if err != nil {
 		return nil, err
@@ -356,7 +360,7 @@ func ListenUnix(path string) (Listener, error) {
 func (l *streamListener) Addr() net.Addr { return l.l.Addr() }
 
 func (l *streamListener) Serve(h Handler) error {
-	if s, ok := h.(*Server); ok {
+	if s, ok := h.(*Server); ok && (l.name != "udp" || s.maxMessage() < l.max) {
 		l.max = s.maxMessage()
 	}
 	defer l.wg.Wait()
