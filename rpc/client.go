@@ -98,6 +98,7 @@ func (c *Client) Transport() Transport { return c.cur.Load().t }
 // over, so a transport that cannot connect is never switched to.
 func (c *Client) Switch(ctx context.Context, t Transport) error {
 	if err := t.Connect(ctx); err != nil {
+		t.Close()
 		return fmt.Errorf("rpc: switch to %s: %w", t.Name(), err)
 	}
 	c.mu.Lock()
@@ -121,6 +122,7 @@ func (c *Client) Switch(ctx context.Context, t Transport) error {
 func (c *Client) SwitchAsync(t Transport, grace time.Duration) error {
 	ctx := context.Background()
 	if err := t.Connect(ctx); err != nil {
+		t.Close()
 		return fmt.Errorf("rpc: switch to %s: %w", t.Name(), err)
 	}
 	c.mu.Lock()
