@@ -101,7 +101,15 @@ func Analyze(c *pcap.Capture, opts Options) (*Trace, error) {
 	for _, s := range opts.ServerAddrs {
 		a.addServer(s)
 	}
-	for i := range c.Packets {
+	// Captures are not always in time order: an emulated link writes a
+	// datagram when it handles it, which can be after a later-stamped one.
+	// The analysis follows the wire, so it goes by timestamp.
+	order := make([]int, len(c.Packets))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return c.Packets[order[i]].Time.Before(c.Packets[order[j]].Time) })
+	for _, i := range order {
 		a.datagram(i, &c.Packets[i])
 	}
 	for _, cn := range a.t.Conns {
