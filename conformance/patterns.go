@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -38,6 +39,8 @@ type Expectation struct {
 	// StreamErrors accepts RESET_STREAM or STOP_SENDING with an expected
 	// code as a pass (HTTP/3 stream errors).
 	StreamErrors bool
+	// AnyCode passes on any CONNECTION_CLOSE.
+	AnyCode bool
 }
 
 func (e Expectation) codeNames() string {
@@ -82,13 +85,11 @@ func (t *T) watchAfter(ctx context.Context, c *Conn, mark int, e Expectation, pi
 		if c.Conn == nil {
 			return false
 		}
-		select {
-		case <-c.Done():
-			c.trace.noteRemoteClose(c.Err())
+		if err := c.Err(); err != nil {
+			c.trace.noteRemoteClose(err)
 			return true
-		default:
-			return false
 		}
+		return false
 	}
 	for waited := 0 * pto; waited < settle; waited += pto {
 		if closed(t.rec.snapshot()) || ended() {
@@ -104,7 +105,8 @@ func (t *T) watchAfter(ctx context.Context, c *Conn, mark int, e Expectation, pi
 			break
 		}
 	}
-	t.judgeProvoked(c, mark, e)
+	ended()
+	t.judgeProvoked(c.trace, c.Conn != nil, mark, e)
 }
 
 func streamErrorWith(p *packet, codes []uint64) wire.Frame {
@@ -124,12 +126,12 @@ func streamErrorWith(p *packet, codes []uint64) wire.Frame {
 }
 
 // judgeProvoked maps the packets after mark to the §2.5 verdicts.
-func (t *T) judgeProvoked(c *Conn, mark int, e Expectation) {
+func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expectation) {
 	ps := t.rec.snapshot()
 	var trigger []*packet
 	var pings []*packet
 	for i, p := range ps {
-		if i < mark || p.conn != c.trace.id || !p.sent {
+		if i < mark || p.conn != trace.id || !p.sent {
 			continue
 		}
 		if len(trigger) == 0 {
@@ -138,7 +140,7 @@ func (t *T) judgeProvoked(c *Conn, mark int, e Expectation) {
 			pings = append(pings, p)
 		}
 	}
-	rcv := received(ps, c.trace.id, mark)
+	rcv := received(ps, trace.id, mark)
 	for _, p := range rcv {
 		if p.ev.PacketType == "stateless_reset" {
 			t.Fail(e.Check, reqNoResetWithState, fmt.Sprintf("The server answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
@@ -157,7 +159,7 @@ func (t *T) judgeProvoked(c *Conn, mark int, e Expectation) {
 			continue
 		}
 		evs := append(events(Trigger, trigger...), events(Response, p)...)
-		if cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
+		if e.AnyCode || cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
 			t.Pass(e.Check, e.Req, fmt.Sprintf("The server closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
 			return
 		}
@@ -167,14 +169,14 @@ func (t *T) judgeProvoked(c *Conn, mark int, e Expectation) {
 	// No close. Did the connection go on?
 	var acked []*packet
 	for _, pg := range pings {
-		if a := ackedBy(ps, c.trace.id, pg.space, pg.pn); a != nil {
+		if a := ackedBy(ps, trace.id, pg.space, pg.pn); a != nil {
 			acked = append(acked, pg, a)
 		}
 	}
 	inconclusive := func(msg string, evs ...PacketEvent) {
 		t.Check(e.Check, Inconclusive, Requirement{}, msg, evs...)
 	}
-	if c.Conn == nil {
+	if !established {
 		// Handshake-time probes: the connection "goes on" when the
 		// handshake completed; here it did not.
 		if len(rcv) == 0 {
@@ -215,7 +217,7 @@ func (t *T) ProvokeHandshake(ctx context.Context, o DialOptions, e Expectation) 
 	mark := len(t.rec.snapshot())
 	c, err := t.Dial(ctx, o)
 	if err != nil {
-		t.judgeProvoked(c, mark, e)
+		t.judgeProvoked(c.trace, false, mark, e)
 		return
 	}
 	t.watchAfter(ctx, c, mark, e, true)
@@ -278,3 +280,26 @@ const (
 	spaceHandshake = quic.SpaceHandshake
 	spaceApp       = quic.SpaceApplication
 )
+
+// rawProvoke is the provoked-error pattern on a raw client after its
+// handshake: trigger sends the offence, then a 1-RTT PING goes out every
+// PTO for one settle window.
+func (t *T) rawProvoke(ctx context.Context, rc *rawClient, e Expectation, established bool, trigger func()) {
+	mark := len(t.rec.snapshot())
+	trigger()
+	closed := func() bool {
+		for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
+			if p.closeFrame() != nil || p.ev.PacketType == "stateless_reset" {
+				return true
+			}
+		}
+		return false
+	}
+	for waited := time.Duration(0); waited < t.Settle() && !closed() && ctx.Err() == nil; waited += t.PTO() {
+		if rc.seal[2] != nil && rc.handshakeSent {
+			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		}
+		rc.Receive(ctx, t.PTO(), closed)
+	}
+	t.judgeProvoked(rc.trace, established, mark, e)
+}

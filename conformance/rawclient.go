@@ -53,6 +53,10 @@ type rawClient struct {
 	NoAcks bool
 	// FollowRetry makes the client answer a Retry (default true).
 	FollowRetry bool
+	// handshakeOpts and handshakeExtra shape the Handshake packet that
+	// carries the client's Finished.
+	handshakeOpts  longOpts
+	handshakeExtra []wire.Frame
 
 	serverSCID    []byte
 	retrySCID     []byte
@@ -61,6 +65,7 @@ type rawClient struct {
 	confirmed     bool // HANDSHAKE_DONE received
 	handshakeSent bool // the client's Finished left in a Handshake packet
 	tlsErr        error
+	peerClosed    bool
 	firstSent     time.Time
 	buf           []byte
 }
@@ -398,8 +403,8 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 		if wait <= 0 {
 			break
 		}
-		rc.Receive(ctx, wait, func() bool { return rc.confirmed || rc.tlsErr != nil })
-		if rc.confirmed || rc.tlsErr != nil || ctx.Err() != nil {
+		rc.Receive(ctx, wait, func() bool { return rc.confirmed || rc.tlsErr != nil || rc.peerClosed })
+		if rc.confirmed || rc.tlsErr != nil || rc.peerClosed || ctx.Err() != nil {
 			break
 		}
 		if rc.serverSCID == nil {
@@ -414,6 +419,8 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("TLS: %w", rc.tlsErr)
 	case rc.confirmed:
 		return nil
+	case rc.peerClosed:
+		return errors.New("the server closed the connection")
 	case rc.tlsDone:
 		return errors.New("the handshake completed but HANDSHAKE_DONE never arrived")
 	case rc.serverSCID == nil:
@@ -576,6 +583,8 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 			}
 		case *wire.HandshakeDoneFrame:
 			rc.confirmed = true
+		case *wire.ConnectionCloseFrame:
+			rc.peerClosed = true
 		}
 	}
 }
@@ -611,9 +620,12 @@ func (rc *rawClient) flush() {
 			fr = append(fr, &wire.CryptoFrame{Offset: rc.cryptoOff[1], Data: q})
 			rc.cryptoOff[1] += uint64(len(q))
 			rc.cryptoQ[1] = nil
+			fr = append(fr, rc.handshakeExtra...)
+			hs, _ = rc.longPacket(1, fr, rc.handshakeOpts)
 			rc.handshakeSent = true
+		} else {
+			hs, _ = rc.longPacket(1, fr, longOpts{})
 		}
-		hs, _ = rc.longPacket(1, fr, longOpts{})
 		rc.ackOwed[1] = false
 	}
 	var in []byte

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +109,14 @@ func verdictOf(rep *Report, id string) (Verdict, string) {
 
 func TestSuiteQuiver(t *testing.T) {
 	addr := startQuiver(t)
-	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile}, nil)
+	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile}, suitePatterns())
 	_ = rep
+}
+
+// suitePatterns lets a developer narrow the suite: QUIVER_SCENARIOS=C,vn-*.
+func suitePatterns() []string {
+	if s := os.Getenv("QUIVER_SCENARIOS"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return nil
 }
