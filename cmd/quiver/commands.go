@@ -4,8 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/quiver-quic/quiver/interop"
 )
 
 type demoOpts struct {
@@ -105,7 +108,30 @@ func interopCommand() *command {
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
-			return notBuilt(env, "the interop runner", "issue 6")
+			o := opts.(*interopOpts)
+			if len(args) > 0 {
+				return fmt.Errorf("%w: interop takes no arguments", errUsage)
+			}
+			servers, err := interop.Impls(o.servers, "server")
+			if err != nil {
+				return fmt.Errorf("%w: --servers: %v", errUsage, err)
+			}
+			clients, err := interop.Impls(o.clients, "client")
+			if err != nil {
+				return fmt.Errorf("%w: --clients: %v", errUsage, err)
+			}
+			tests, err := interop.Lookup(o.tests)
+			if err != nil {
+				return fmt.Errorf("%w: --tests: %v", errUsage, err)
+			}
+			m := &interop.Matrix{Servers: servers, Clients: clients, Tests: tests, LogDir: o.out,
+				Seed: uint64(time.Now().UnixNano()), Version: version, Progress: interop.Progress(env.stderr)}
+			res, dir, err := m.Run(ctx)
+			if res != nil {
+				res.Summary(env.stdout)
+				fmt.Fprintf(env.stdout, "\nresult: %s\nmatrix: %s\n", filepath.Join(dir, "result.json"), filepath.Join(dir, "index.html"))
+			}
+			return err
 		},
 	}
 }
