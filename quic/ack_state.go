@@ -3,157 +3,66 @@ package quic
 import (
 	"time"
 
+	"github.com/quiver-quic/quiver/quic/recovery"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// maxAckRanges bounds the ranges kept and sent in an ACK frame. RFC 9000
-// §13.2.4 lets a receiver limit them; older ranges are forgotten.
-const maxAckRanges = 32
-
-// ackState is the receive side of one packet number space: which packet
-// numbers arrived, and when an ACK frame is due (RFC 9000 §13.2).
-// TODO: replace with recovery.AckTracker once it lands.
+// ackState is the receive side of one packet number space: a
+// recovery.AckTracker, plus the probe switch that turns ACKs off.
 type ackState struct {
-	ranges       []wire.AckRange // descending, disjoint
-	largestTime  time.Time       // when the largest packet arrived
-	unacked      int             // ack-eliciting packets since the last ACK sent
-	due          time.Time       // when an ACK must be sent; zero if none
-	immediate    bool            // send an ACK now
-	changed      bool            // new packets since the last ACK sent
-	minKept      uint64          // packets below this are treated as duplicates
-	disabled     bool            // probe: never send ACKs
-	ackEliciting bool
-	space        spaceID
+	t        *recovery.AckTracker
+	space    spaceID
+	disabled bool // probe: never send ACKs
+	scratch  []recovery.AckRange
+}
+
+func (a *ackState) init(space spaceID, maxAckDelay time.Duration) {
+	a.space = space
+	a.t = recovery.NewAckTracker(recovery.Space(space), maxAckDelay)
 }
 
 // isDuplicate reports whether pn was already received (or is too old to
-// tell).
-func (a *ackState) isDuplicate(pn uint64) bool {
-	if pn < a.minKept {
-		return true
-	}
-	for _, r := range a.ranges {
-		if pn > r.Largest {
-			return false
-		}
-		if pn >= r.Smallest {
-			return true
-		}
-	}
-	return false
-}
+// tell). RFC 9000 §12.3: "A receiver MUST discard a newly unprotected
+// packet unless it is certain that it has not processed another packet
+// with the same packet number from the same packet number space."
+func (a *ackState) isDuplicate(pn uint64) bool { return a.t.IsDuplicate(int64(pn)) }
 
 // onReceived records packet pn.
-func (a *ackState) onReceived(now time.Time, pn uint64, ackEliciting bool, c *Conn) {
-	outOfOrder := len(a.ranges) > 0 && pn < a.ranges[0].Largest
-	gap := len(a.ranges) > 0 && pn > a.ranges[0].Largest+1
-	a.insert(pn)
-	if len(a.ranges) > 0 && a.ranges[0].Largest == pn {
-		a.largestTime = now
-	}
-	a.changed = true
-	if !ackEliciting {
-		return
-	}
-	a.ackEliciting = true
-	a.unacked++
-	space := a.space
-	// RFC 9000 §13.2.1: "an endpoint SHOULD send an ACK frame immediately
-	// on receiving an ack-eliciting packet that is out of order" and
-	// Initial/Handshake packets are acknowledged without delay;
-	// otherwise after two ack-eliciting packets (§13.2.2) or max_ack_delay.
-	if space != appSpace || outOfOrder || gap || a.unacked >= 2 {
-		a.immediate = true
-		return
-	}
-	if a.due.IsZero() {
-		a.due = now.Add(c.config.maxAckDelay())
-	}
-}
-
-func (a *ackState) insert(pn uint64) {
-	for i := range a.ranges {
-		r := &a.ranges[i]
-		switch {
-		case pn > r.Largest+1:
-			a.ranges = append(a.ranges, wire.AckRange{})
-			copy(a.ranges[i+1:], a.ranges[i:])
-			a.ranges[i] = wire.AckRange{Smallest: pn, Largest: pn}
-			a.trim()
-			return
-		case pn == r.Largest+1:
-			r.Largest = pn
-			return
-		case pn >= r.Smallest:
-			return
-		case pn == r.Smallest-1:
-			r.Smallest = pn
-			if i+1 < len(a.ranges) && a.ranges[i+1].Largest+1 == pn {
-				r.Smallest = a.ranges[i+1].Smallest
-				a.ranges = append(a.ranges[:i+1], a.ranges[i+2:]...)
-			}
-			return
-		}
-	}
-	a.ranges = append(a.ranges, wire.AckRange{Smallest: pn, Largest: pn})
-	a.trim()
-}
-
-func (a *ackState) trim() {
-	if len(a.ranges) > maxAckRanges {
-		a.minKept = a.ranges[maxAckRanges-1].Smallest
-		a.ranges = a.ranges[:maxAckRanges]
-	}
+func (a *ackState) onReceived(now time.Time, pn uint64, ackEliciting bool, ecn uint8) {
+	a.t.OnPacketReceived(int64(pn), ackEliciting, recovery.ECN(ecn&3), now)
 }
 
 // wantAck reports whether an ACK frame should go out now.
 func (a *ackState) wantAck(now time.Time) bool {
-	if a.disabled || !a.changed || len(a.ranges) == 0 {
-		return false
-	}
-	return a.immediate || (!a.due.IsZero() && !now.Before(a.due))
+	return !a.disabled && a.t.ShouldSendAck(now)
 }
 
-// canAck reports whether there is anything to acknowledge (to piggyback
-// on a packet that goes out anyway).
-func (a *ackState) canAck() bool { return !a.disabled && a.changed && len(a.ranges) > 0 }
+// canAck reports whether there is anything new to acknowledge, to
+// piggyback on a packet that goes out anyway.
+func (a *ackState) canAck() bool { return !a.disabled && a.t.AckPending() && a.t.HasRanges() }
 
 // deadline is when the delayed ACK must be sent.
 func (a *ackState) deadline() time.Time {
-	if a.disabled || !a.changed {
+	if a.disabled || a.t == nil {
 		return time.Time{}
 	}
-	return a.due
+	return a.t.AckDeadline()
 }
 
 // frame fills f with the current ranges and ACK delay.
 func (a *ackState) frame(now time.Time, exp uint8, f *wire.AckFrame) {
-	f.Ranges = append(f.Ranges[:0], a.ranges...)
-	d := now.Sub(a.largestTime)
-	if d < 0 {
-		d = 0
+	a.scratch = a.t.AppendRanges(a.scratch[:0])
+	f.Ranges = f.Ranges[:0]
+	for _, r := range a.scratch {
+		f.Ranges = append(f.Ranges, wire.AckRange{Smallest: uint64(r.Smallest), Largest: uint64(r.Largest)})
 	}
-	f.AckDelay = uint64(d.Microseconds()) >> exp
-	f.ECN = false
+	f.AckDelay = uint64(a.t.AckDelay(now).Microseconds()) >> exp
+	f.ECT0, f.ECT1, f.ECNCE, f.ECN = a.t.ECNCounts()
 }
 
 // onAckSent resets the ACK timers after an ACK frame left.
-func (a *ackState) onAckSent() {
-	a.unacked = 0
-	a.due = time.Time{}
-	a.immediate = false
-	a.changed = false
-	a.ackEliciting = false
-}
+func (a *ackState) onAckSent(now time.Time) { a.t.OnAckSent(now) }
 
-// onAckAcked forgets ranges the peer has seen acknowledged up to largest:
-// RFC 9000 §13.2.4, a receiver can stop acknowledging them.
-func (a *ackState) onAckAcked(largest uint64) {
-	for i, r := range a.ranges {
-		if r.Largest <= largest && i > 0 {
-			a.minKept = max(a.minKept, r.Smallest)
-			a.ranges = a.ranges[:i]
-			return
-		}
-	}
-}
+// onAckAcked forgets what the peer has seen acknowledged (RFC 9000
+// §13.2.4).
+func (a *ackState) onAckAcked(largest uint64) { a.t.OnAckAcked(int64(largest)) }

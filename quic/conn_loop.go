@@ -91,6 +91,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.closing.sentSignal = make(chan struct{})
 	for i := range c.spaces {
 		c.spaces[i].init(spaceID(i))
+		c.spaces[i].acks.init(spaceID(i), cfg.maxAckDelay())
 		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
 	}
 	now := time.Now()
@@ -216,7 +217,9 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 	add(c.idleDeadline())
 	add(c.loss.deadline())
 	for i := range c.spaces {
-		add(c.spaces[i].acks.deadline())
+		if c.canSendIn(spaceID(i)) {
+			add(c.spaces[i].acks.deadline())
+		}
 	}
 	add(c.loss.pacerDeadline(now, c))
 	return t

@@ -25,7 +25,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	b := d.b
 	var firstDCID []byte
 	for len(b) > 0 {
-		n := c.handlePacket(now, b, len(d.b), &firstDCID)
+		n := c.handlePacket(now, b, len(d.b), d.ecn, &firstDCID)
 		if n <= 0 || c.closing.done {
 			break
 		}
@@ -40,6 +40,7 @@ const maxUndecryptable = 16
 type undecryptablePacket struct {
 	b         []byte
 	dgramSize int
+	ecn       uint8
 }
 
 // retryUndecryptable processes buffered packets whose keys are now
@@ -51,7 +52,7 @@ func (c *Conn) retryUndecryptable(now time.Time) {
 		c.undecryptable = nil
 		for _, p := range pkts {
 			var first []byte
-			c.handlePacket(now, p.b, p.dgramSize, &first)
+			c.handlePacket(now, p.b, p.dgramSize, p.ecn, &first)
 			if c.closing.active() {
 				return
 			}
@@ -62,7 +63,7 @@ func (c *Conn) retryUndecryptable(now time.Time) {
 
 // handlePacket processes the packet at the start of b and returns its
 // length, or 0 when the rest of the datagram must be dropped.
-func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, firstDCID *[]byte) int {
+func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, firstDCID *[]byte) int {
 	h, err := wire.ParseHeader(b, connIDLen)
 	if err != nil {
 		return 0
@@ -120,7 +121,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, firstDCID *[
 		// ... that it cannot yet decrypt"; we keep a few and process them
 		// once the keys arrive.
 		if len(c.undecryptable) < maxUndecryptable && space != initialSpace {
-			c.undecryptable = append(c.undecryptable, undecryptablePacket{b: append([]byte(nil), b[:h.PacketLen]...), dgramSize: dgramSize})
+			c.undecryptable = append(c.undecryptable, undecryptablePacket{b: append([]byte(nil), b[:h.PacketLen]...), dgramSize: dgramSize, ecn: ecn})
 		}
 		return h.PacketLen
 	}
@@ -182,7 +183,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, firstDCID *[
 	if !ok {
 		return 0
 	}
-	sp.acks.onReceived(now, pn, ackEliciting, c)
+	sp.acks.onReceived(now, pn, ackEliciting, ecn)
 	if c.probe != nil && c.probe.OnPacketReceived != nil {
 		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, Payload: payload})
 	}

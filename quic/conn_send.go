@@ -197,14 +197,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, cwndOK bool) ([]byte, builtPacket, bool) {
 	sp := &c.spaces[space]
 	p := builtPacket{space: space, start: len(buf), lenOff: -1}
-	if space == appSpace {
-		if c.appKeys.Write() == nil || !c.handshakeComplete && !c.isClient {
-			return buf, p, false
-		}
-		if c.isClient && !c.handshakeComplete {
-			return buf, p, false
-		}
-	} else if !sp.canWrite() {
+	if !c.canSendIn(space) {
 		return buf, p, false
 	}
 	probing := c.loss.probes[space] > 0
@@ -248,7 +241,7 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 		if len(buf)+f.Len() <= end {
 			buf = f.Append(buf)
 			log.add(sentFrame{kind: frAck, off: f.Ranges[0].Largest})
-			sp.acks.onAckSent()
+			sp.acks.onAckSent(now)
 			p.hasAck = true
 		}
 	}
@@ -279,6 +272,16 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	sp.nextPN++
 	log.commit(pn)
 	return buf, p, true
+}
+
+// canSendIn reports whether packets of a space can be sent now: its keys
+// are there and not discarded. 1-RTT packets wait for the handshake to
+// complete (0-RTT is not implemented).
+func (c *Conn) canSendIn(space spaceID) bool {
+	if space == appSpace {
+		return c.appKeys.Write() != nil && c.handshakeComplete
+	}
+	return c.spaces[space].canWrite()
 }
 
 // hasPending reports whether a space may have frames other than ACK to

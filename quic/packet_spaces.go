@@ -65,7 +65,6 @@ type packetSpace struct {
 func (s *packetSpace) init(id spaceID) {
 	s.id = id
 	s.largestRecv = wire.NoPacketNumber
-	s.acks.space = id
 }
 
 func (s *packetSpace) canWrite() bool { return s.writeKeys != nil && !s.discarded }
