@@ -62,7 +62,7 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	c := &Conn{t: t, trace: trace}
 	alpn := o.ALPN
 	if alpn == nil {
-		alpn = []string{t.profile.ALPN()}
+		alpn = []string{t.alpn()}
 	}
 	cfg := &quic.Config{
 		TLSConfig: &tls.Config{
@@ -279,6 +279,22 @@ func (c *connTrace) recordStatelessReset(at time.Time, size int) {
 	p := &packet{at: at, conn: c.id, space: -1, datagram: size}
 	p.ev = PacketEvent{Direction: "received", PacketType: "stateless_reset", Number: -1, Size: size}
 	c.r.addPacket(p)
+}
+
+// alpn is the application protocol the scenario speaks: the one its needs
+// name, or the profile's default.
+func (t *T) alpn() string {
+	if t.sc != nil {
+		for _, n := range t.sc.Needs {
+			switch n {
+			case NeedH3:
+				return "h3"
+			case NeedHQ:
+				return "hq-interop"
+			}
+		}
+	}
+	return t.profile.ALPN()
 }
 
 func (p *Profile) sni() string {

@@ -117,7 +117,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	}
 	rc.alpn = o.ALPN
 	if rc.alpn == nil {
-		rc.alpn = []string{t.profile.ALPN()}
+		rc.alpn = []string{t.alpn()}
 	}
 	for i := range rc.largest {
 		rc.largest[i] = wire.NoPacketNumber
