@@ -5,7 +5,7 @@
 GO ?= go
 GOTEST_FLAGS ?= -timeout 25m
 
-.PHONY: all build test peers vet fuzz bench clean
+.PHONY: all build test peers testdeps vet fuzz bench clean
 
 all: build
 
@@ -17,6 +17,10 @@ build:
 peers:
 	./scripts/install-peers
 
+# testdeps installs chromium (dashboard browser tests) and postgresql.
+testdeps:
+	./scripts/install-test-deps
+
 vet:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -24,7 +28,7 @@ vet:
 
 # The observatory's store tests run against SQLite and against a throwaway
 # PostgreSQL that scripts/start-postgres starts (or reuses) by hand.
-test: peers vet build
+test: peers testdeps vet build
 	QUIVER_PG_DSN="$${QUIVER_PG_DSN:-$$(./scripts/start-postgres)}" $(GO) test $(GOTEST_FLAGS) ./...
 	cd peers/quicgo && $(GO) vet ./...
 
