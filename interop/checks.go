@@ -463,17 +463,22 @@ func judgeECN(c *Cell) {
 	c.checkHS(1)
 	c.checkNoRetry(Base)
 	c.checkFiles()
+	// The relay reads datagrams from UDP sockets, which hides the IP ECN
+	// field, and sends them with the default TOS: ECT marks never cross it.
+	// The base ECN checks therefore cannot be judged, and the ACK_ECN
+	// facts are recorded as extras (an endpoint that validates ECN, as RFC
+	// 9000 §13.4.2 asks, sends none once it sees no marks arrive).
 	c.skip("ecn-marks", Base, "the proxy engine carries no IP ECN field, so the marks cannot be observed")
 	cn := firstCompleted(c.ClientTrace)
 	if cn == nil || !cn.AppKeys {
-		c.skip("ack-ecn", Base, "1-RTT not decrypted")
+		c.skip("ack-ecn", Extra, "1-RTT not decrypted")
 	} else {
 		for _, d := range []analyze.Direction{analyze.FromClient, analyze.FromServer} {
-			c.add("ack-ecn-"+d.String(), Base, cn.ECN[d].Frames > 0, "%s sent %d ACK_ECN frames, last counts %v", d, cn.ECN[d].Frames, cn.ECN[d].Last)
+			c.add("ack-ecn-"+d.String(), Extra, cn.ECN[d].Frames > 0, "%s sent %d ACK_ECN frames, last counts %v", d, cn.ECN[d].Frames, cn.ECN[d].Last)
 			c.add("ecn-counts-monotonic-"+d.String(), Extra, !cn.ECN[d].Decreased, "counts never decrease: %v", !cn.ECN[d].Decreased)
 		}
 	}
-	c.Environment = "ECN marks are not carried by the proxy engine"
+	c.Environment = "ECN marks are not carried by the proxy engine (UDP sockets hide the IP ECN field)"
 }
 
 func judgeAmplification(c *Cell) {

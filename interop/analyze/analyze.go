@@ -390,6 +390,12 @@ func (a *analyzer) datagram(i int, p *pcap.Packet) {
 		b = b[n:]
 	}
 	if first != nil {
+		// A client with zero-length connection IDs is found by its
+		// address, which changes with NAT rebinding or migration: the
+		// latest address it sent from is where the server's packets go.
+		if dir == FromClient && a.clientLens[0] && slices.ContainsFunc(first.ClientCIDs, func(c HexBytes) bool { return len(c) == 0 }) {
+			a.byClient[p.Src] = first
+		}
 		a.account(first, dir, p, &kinds)
 	}
 }

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -231,8 +232,16 @@ func TestAmplificationExceeded(t *testing.T) {
 }
 
 func TestPathValidation(t *testing.T) {
+	// Zero-length client CIDs make the server's packets findable only by
+	// the client's address, which the rebinding changes.
+	for _, ccid := range []int{8, 0} {
+		t.Run(fmt.Sprintf("client-cid-%d", ccid), func(t *testing.T) { testPathValidation(t, ccid) })
+	}
+}
+
+func testPathValidation(t *testing.T, ccid int) {
 	s := newSynth(t)
-	c := s.conn(wire.Version1, tls.TLS_AES_128_GCM_SHA256, 8)
+	c := s.conn(wire.Version1, tls.TLS_AES_128_GCM_SHA256, ccid)
 	c.handshake(false)
 	rebound := netip.MustParseAddrPort("198.18.0.100:50001")
 	s.send(FromClient, rebound, c.short(FromClient, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 0}}}, &wire.StreamFrame{StreamID: 4, Data: []byte("x")}))
@@ -242,6 +251,9 @@ func TestPathValidation(t *testing.T) {
 	s.send(FromClient, rebound, c.short(FromClient, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 3}}, ECN: true, ECT0: 4}))
 	tr := s.analyze(Options{})
 	cn := oneConn(t, tr)
+	if tr.Unattributed != 0 || tr.Undecryptable != 0 {
+		t.Errorf("unattributed %d, undecryptable %d", tr.Unattributed, tr.Undecryptable)
+	}
 	if len(cn.Paths) != 2 {
 		t.Fatalf("paths %+v", cn.Paths)
 	}
