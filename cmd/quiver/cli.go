@@ -44,7 +44,7 @@ func commands() []*command {
 	// Listed in the order a newcomer meets them.
 	return []*command{
 		demoCommand(), testCommand(), serveCommand(), getCommand(),
-		interopCommand(), trackCommand(), webCommand(), versionCommand(),
+		interopCommand(), trackCommand(), webCommand(), benchCommand(), versionCommand(),
 	}
 }
 

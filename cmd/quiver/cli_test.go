@@ -36,6 +36,8 @@ func TestGolden(t *testing.T) {
 		{"track-help", []string{"track", "--help"}, 0},
 		{"track-noarg", []string{"track"}, 2},
 		{"web-help", []string{"web", "--help"}, 0},
+		{"bench-help", []string{"bench", "--help"}, 0},
+		{"bench-noarg", []string{"bench"}, 2},
 		{"version-help", []string{"help", "version"}, 0},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,125 @@
+// Package rpcbench measures RPC throughput and latency percentiles with a
+// closed-loop workload (each of N workers sends its next call when the
+// previous one returns), and prints results in Go benchmark format so that
+// benchstat compares runs. Quiver's bench command and the separate gRPC
+// comparison module use the same code, so both sides measure alike.
+package rpcbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Result is one measured configuration.
+type Result struct {
+	Name        string // e.g. "quiver/tcp" or "grpc/tcp"
+	Concurrency int
+	Size        int // payload bytes
+	Calls       int
+	Errors      int
+	Elapsed     time.Duration
+	P50, P99    time.Duration
+	P999        time.Duration
+}
+
+// Throughput is calls per second.
+func (r Result) Throughput() float64 { return float64(r.Calls) / r.Elapsed.Seconds() }
+
+// Run calls call from conc workers for d and measures every call.
+func Run(ctx context.Context, name string, conc, size int, d time.Duration, call func(context.Context) error) Result {
+	lat := make([][]time.Duration, conc)
+	errs := make([]int, conc)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				err := call(context.WithoutCancel(ctx))
+				el := time.Since(t0)
+				if err != nil {
+					errs[w]++
+					continue
+				}
+				lat[w] = append(lat[w], el)
+			}
+		}()
+	}
+	wg.Wait()
+	r := Result{Name: name, Concurrency: conc, Size: size, Elapsed: time.Since(start)}
+	var all []time.Duration
+	for w := range conc {
+		all = append(all, lat[w]...)
+		r.Errors += errs[w]
+	}
+	slices.Sort(all)
+	r.Calls = len(all)
+	if len(all) > 0 {
+		pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
+		r.P50, r.P99, r.P999 = pct(0.50), pct(0.99), pct(0.999)
+	}
+	return r
+}
+
+// BenchLine formats r as a Go benchmark result line with custom units.
+func (r Result) BenchLine() string {
+	nsop := 0.0
+	if r.Calls > 0 {
+		nsop = float64(r.Elapsed.Nanoseconds()) / float64(r.Calls)
+	}
+	return fmt.Sprintf("BenchmarkRPC/%s/conc=%d/size=%d \t%8d\t%12.0f ns/op\t%12.0f calls/s\t%10.1f p50-us\t%10.1f p99-us\t%10.1f p99.9-us\t%6d errors",
+		r.Name, r.Concurrency, r.Size, r.Calls, nsop, r.Throughput(),
+		us(r.P50), us(r.P99), us(r.P999), r.Errors)
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// ParseLine reads a line printed by BenchLine back.
+func ParseLine(line string) (Result, bool) {
+	var r Result
+	var nsop, tput, p50, p99, p999 float64
+	var name string
+	n, err := fmt.Sscanf(line, "BenchmarkRPC/%s \t%d\t%f ns/op\t%f calls/s\t%f p50-us\t%f p99-us\t%f p99.9-us\t%d errors",
+		&name, &r.Calls, &nsop, &tput, &p50, &p99, &p999, &r.Errors)
+	if err != nil || n != 8 {
+		return r, false
+	}
+	var rest string
+	i := len(name)
+	for j := 0; j < 2; j++ {
+		i = lastSlash(name[:i])
+	}
+	r.Name, rest = name[:i], name[i:]
+	if _, err := fmt.Sscanf(rest, "/conc=%d/size=%d", &r.Concurrency, &r.Size); err != nil {
+		return r, false
+	}
+	r.Elapsed = time.Duration(nsop * float64(r.Calls))
+	r.P50, r.P99, r.P999 = time.Duration(p50*1e3), time.Duration(p99*1e3), time.Duration(p999*1e3)
+	return r, true
+}
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return 0
+}
+
+// Table prints results as an aligned table.
+func Table(w io.Writer, rs []Result) {
+	fmt.Fprintf(w, "%-16s %5s %6s %10s %12s %10s %10s %10s %7s\n", "transport", "conc", "size", "calls", "calls/s", "p50", "p99", "p99.9", "errors")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-16s %5d %6d %10d %12.0f %10s %10s %10s %7d\n", r.Name, r.Concurrency, r.Size, r.Calls, r.Throughput(),
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors)
+	}
+}
