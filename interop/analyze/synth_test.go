@@ -26,6 +26,15 @@ type synth struct {
 	server netip.AddrPort
 	keys   []keylog.Entry
 	embed  bool
+	// compact shrinks padding and certificates, for small fuzz seeds.
+	compact bool
+}
+
+func (s *synth) padding(n int) int {
+	if s.compact {
+		return 8
+	}
+	return n
 }
 
 func newSynth(t testing.TB) *synth {
@@ -282,7 +291,7 @@ func (c *sconn) encryptedExtensions(earlyData bool) []byte {
 func (c *sconn) handshake(resumed bool) {
 	s := c.s
 	ch := c.clientHello([]uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256})
-	s.send(FromClient, s.client, c.long(FromClient, wire.PacketTypeInitial, &wire.CryptoFrame{Data: ch}, &wire.PaddingFrame{Length: 1100}))
+	s.send(FromClient, s.client, c.long(FromClient, wire.PacketTypeInitial, &wire.CryptoFrame{Data: ch}, &wire.PaddingFrame{Length: s.padding(1100)}))
 	c.serverFlight(resumed)
 	c.clientFinish()
 }
@@ -291,7 +300,7 @@ func (c *sconn) serverFlight(resumed bool) {
 	s := c.s
 	hsData := c.encryptedExtensions(false)
 	if !resumed {
-		hsData = append(hsData, tlsMsg(tlsCertificate, make([]byte, 800))...)
+		hsData = append(hsData, tlsMsg(tlsCertificate, make([]byte, s.padding(800)))...)
 	}
 	hsData = append(hsData, tlsMsg(20, make([]byte, 32))...)
 	s.send(FromServer, s.client,
@@ -302,7 +311,7 @@ func (c *sconn) serverFlight(resumed bool) {
 func (c *sconn) clientFinish() {
 	s := c.s
 	s.send(FromClient, s.client,
-		c.long(FromClient, wire.PacketTypeInitial, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 0}}}, &wire.PaddingFrame{Length: 1000}),
+		c.long(FromClient, wire.PacketTypeInitial, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 0}}}, &wire.PaddingFrame{Length: s.padding(1000)}),
 		c.long(FromClient, wire.PacketTypeHandshake, &wire.CryptoFrame{Data: tlsMsg(20, make([]byte, 32))}))
 	s.send(FromClient, s.client, c.short(FromClient, &wire.StreamFrame{StreamID: 0, Data: []byte("GET /file\r\n"), Fin: true}))
 	s.send(FromServer, s.client, c.short(FromServer, &wire.HandshakeDoneFrame{}, &wire.StreamFrame{StreamID: 0, Data: []byte("hello"), Fin: true}))
