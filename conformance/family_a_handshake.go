@@ -739,6 +739,7 @@ func runVNUnknownVersion(ctx context.Context, t *T) {
 func runVNEcho(ctx context.Context, t *T, dcid, scid []byte, long bool) {
 	trig, vns := vnProbe(ctx, t, "echo", dcid, scid, 1200)
 	if len(vns) == 0 {
+		t.requireControl(ctx, "No Version Negotiation came back")
 		if !long {
 			t.Unsupported("The server sent no Version Negotiation packet for a reserved version.", events(Trigger, trig)...)
 		}

@@ -120,3 +120,76 @@ func suitePatterns() []string {
 	}
 	return nil
 }
+
+// startPeer starts another implementation's server through the peers
+// manifest. It skips when the binary is missing, unless
+// QUIVER_REQUIRE_PEERS=1.
+func startPeer(t *testing.T, name, alpn, testCase string) string {
+	im, err := peers.Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := im.Binary("server"); err != nil {
+		if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+			t.Fatalf("%s server: %v", name, err)
+		}
+		t.Skipf("%s server not installed (%v); run %s", name, err, peers.InstallCommand)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, err := peers.WriteSelfSignedCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := im.StartServer(ctx, peers.ServerOpts{CertFile: certFile, KeyFile: keyFile, Root: writeRoot(t), ALPN: alpn, TestCase: testCase})
+	if err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { p.Stop(); cancel() })
+	return p.Addr
+}
+
+func TestSuitePeers(t *testing.T) {
+	for _, tc := range []struct {
+		name, alpn, testCase string
+		check                func(t *testing.T, rep *Report)
+	}{
+		{"quic-go", "", "v2", func(t *testing.T, rep *Report) {
+			if v, s := verdictOf(rep, "v2-handshake"); v != Pass {
+				t.Errorf("quic-go speaks v2, but v2-handshake is %s: %s", v, s)
+			}
+		}},
+		{"go-x-net", "hq-interop", "handshake", func(t *testing.T, rep *Report) {
+			if v, s := verdictOf(rep, "v2-handshake"); v != Unsupported {
+				t.Errorf("x/net is v1 only, but v2-handshake is %s: %s", v, s)
+			}
+		}},
+		{"ngtcp2", "h3", "http3", func(t *testing.T, rep *Report) {
+			if !slicesEqual(rep.Target.ALPN, []string{"h3"}) {
+				t.Errorf("ngtcp2 serves h3 only, but discovery found %v", rep.Target.ALPN)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("full suite against peers skipped in -short mode")
+			}
+			addr := startPeer(t, tc.name, tc.alpn, tc.testCase)
+			rep := runSuite(t, Target{Name: tc.name, Address: addr, SmallPath: "/" + smallFile}, suitePatterns())
+			tc.check(t, rep)
+		})
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
