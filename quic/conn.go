@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quiver-quic/quiver/qlog"
@@ -27,6 +28,8 @@ type Conn struct {
 	recvq chan *datagram
 	wakec chan struct{}
 	msgc  chan func(now time.Time)
+
+	queueDrops atomic.Uint64 // datagrams dropped because recvq was full
 
 	// Closed by the loop.
 	handshakeDone chan struct{}
@@ -54,6 +57,7 @@ func (c *Conn) deliver(d *datagram) {
 	select {
 	case c.recvq <- d:
 	default:
+		c.queueDrops.Add(1)
 		d.release()
 	}
 }

@@ -68,7 +68,9 @@ type connState struct {
 
 // connStats counts events for tests and debugging.
 type connStats struct {
-	sent, recv, lost, ptos uint64
+	sent, recv, lost, ptos   uint64
+	idleTurns, cwndBlocked   uint64
+	flowBlocked, bufBlocked  uint64
 }
 
 // newConnWith creates a connection and starts its loop. setup, when not
@@ -80,7 +82,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		isClient:      isClient,
 		peerAddr:      peer,
 		probe:         cfg.Probe,
-		recvq:         make(chan *datagram, 512),
+		recvq:         make(chan *datagram, 1024),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
@@ -164,7 +166,7 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 			c.handleDatagram(now, d)
 			// Take what else has arrived before sending, so that one
 			// ACK covers a burst.
-			for i := 0; i < 64; i++ {
+			for i := 0; i < recvBatch; i++ {
 				select {
 				case d := <-c.recvq:
 					c.handleDatagram(now, d)
@@ -270,7 +272,7 @@ func (c *Conn) finish() {
 		c.closeErr = ErrClosed
 	}
 	c.qlogClosed()
-	debugf("conn client=%v end: sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
+	debugf("conn client=%v end: idle=%d cwndBlocked=%d qdrops=%d sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.idleTurns, c.stats.cwndBlocked, c.queueDrops.Load(), c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
 	if c.tls != nil {
 		c.tls.Close()
 	}
@@ -278,3 +280,7 @@ func (c *Conn) finish() {
 	c.streams.closeAll(c.closeErr)
 	close(c.loopDone)
 }
+
+// recvBatch is how many queued datagrams one loop turn processes before it
+// sends (ACKs included).
+const recvBatch = 16

@@ -38,6 +38,11 @@ func (c *Conn) sendPackets(now time.Time) {
 		if len(b) == 0 {
 			return
 		}
+		if i == maxDatagramsPerTurn-1 {
+			// More may be waiting: run another turn once received
+			// datagrams have had their chance.
+			c.wake()
+		}
 		c.writeDatagram(b)
 		c.stats.sent++
 	}
@@ -110,6 +115,11 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		n++
 	}
 	if n == 0 {
+		if cwndOK {
+			c.stats.idleTurns++
+		} else {
+			c.stats.cwndBlocked++
+		}
 		// RFC 9002 §7.8: the window does not grow while the sender is
 		// application limited.
 		c.loss.cc.SetAppLimited(cwndOK)
