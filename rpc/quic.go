@@ -324,6 +324,7 @@ type h3RoundTripper struct {
 
 	mu     sync.Mutex
 	cc     *h3.ClientConn
+	qc     *quic.Conn
 	closed bool
 }
 
@@ -350,7 +351,10 @@ func (r *h3RoundTripper) get(ctx context.Context) (*h3.ClientConn, error) {
 		}
 	}
 	if r.cc != nil {
+		// Closing the QUIC connection too releases its socket even when
+		// the HTTP/3 layer already gave up on it.
 		r.cc.Close()
+		r.qc.Close(0, "")
 	}
 	c, err := quic.Dial(ctx, "udp", r.addr, r.conf)
 	if err != nil {
@@ -364,7 +368,7 @@ func (r *h3RoundTripper) get(ctx context.Context) (*h3.ClientConn, error) {
 		c.Close(0, "")
 		return nil, unavailable(true, "http3: %v", err)
 	}
-	r.cc = cc
+	r.cc, r.qc = cc, c
 	return cc, nil
 }
 
@@ -379,10 +383,11 @@ func (r *h3RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 func (r *h3RoundTripper) Close() error {
 	r.mu.Lock()
 	r.closed = true
-	cc := r.cc
+	cc, qc := r.cc, r.qc
 	r.mu.Unlock()
 	if cc != nil {
-		return cc.Close()
+		cc.Close()
+		return qc.Close(0, "")
 	}
 	return nil
 }
