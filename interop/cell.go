@@ -522,6 +522,13 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 		return res, cell
 	}
 	if tc.KeyLog && !klValid {
+		// A client whose exit status says nothing (x/net, gtlsclient)
+		// may have failed outright; missing files are a failure, not a
+		// missing key log.
+		if ok, detail := compareDownloads(downloads, fs); !ok {
+			res.Result, res.Reason, res.Detail = FailedRes, "checks", "files: "+detail
+			return res, cell
+		}
 		res.Result, res.Reason, res.Detail = Unsupported, "keylog", "no valid key log (SERVER_HANDSHAKE_TRAFFIC_SECRET) from either endpoint"
 		return res, cell
 	}
