@@ -112,6 +112,10 @@ func init() {
 				t.Errorf("open: %v", err)
 			}
 			s.Write(cat([]byte{0x00}, settingsFrame()))
+			// Reset only once the stream type has been acknowledged: a
+			// receiver must tolerate a reset before the stream header
+			// (RFC 9114 §6.2), which would prove nothing.
+			t.waitStreamAcked(ctx, c, uint64(s.ID()))
 			s.Reset(0x100)
 		}})
 	registerH3("h3-data-on-control-stream", "DATA frame on the control stream",
@@ -262,4 +266,22 @@ func (t *T) serverSettings(ctx context.Context, c *Conn) *h3.SettingsFrame {
 	}
 	t.Fact("h3.settings", st.Settings)
 	return st
+}
+
+// waitStreamAcked waits up to one settle window until a packet carrying
+// data of stream id has been acknowledged by the server.
+func (t *T) waitStreamAcked(ctx context.Context, c *Conn, id uint64) {
+	t.rec.wait(ctx, t.Settle(), func(ps []*packet) bool {
+		for _, p := range ps {
+			if !p.sent || p.conn != c.ID() || p.space != spaceApp {
+				continue
+			}
+			for _, f := range p.frames {
+				if sf, ok := f.(*wire.StreamFrame); ok && sf.StreamID == id && ackedBy(ps, c.ID(), spaceApp, p.pn) != nil {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
