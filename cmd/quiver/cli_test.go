@@ -25,7 +25,7 @@ func TestGolden(t *testing.T) {
 		{"noargs", nil, 2},
 		{"unknown", []string{"frobnicate"}, 2},
 		{"demo-help", []string{"demo", "--help"}, 0},
-		{"demo", []string{"demo", "--no-web"}, 0},
+		{"demo-badarg", []string{"demo", "extra"}, 2},
 		{"test-help", []string{"test", "--help"}, 0},
 		{"test-noarg", []string{"test"}, 2},
 		{"test-badflag", []string{"test", "--bogus", "x"}, 2},

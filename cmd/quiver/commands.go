@@ -12,9 +12,9 @@ import (
 )
 
 type demoOpts struct {
-	db    string
-	addr  string
-	noWeb bool
+	db, addr, artifacts, impls, scenarios string
+	parallel                              int
+	noWeb                                 bool
 }
 
 func demoCommand() *command {
@@ -25,27 +25,24 @@ func demoCommand() *command {
 		examples: []string{
 			"quiver demo",
 			"quiver demo --no-web --db /tmp/quiver.db",
+			"quiver demo --impls quiver,quic-go --scenarios 'hs-*'",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &demoOpts{}
 			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` the campaign's results go to")
 			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`address` the dashboard listens on")
 			fs.BoolVar(&o.noWeb, "no-web", false, "print the grid and exit instead of serving the dashboard")
+			fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` for per-result pcapng, qlog and key log")
+			fs.StringVar(&o.impls, "impls", "", "`implementations` to start, comma-separated (default: quiver, quic-go, go-x-net, ngtcp2)")
+			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
+			fs.IntVar(&o.parallel, "parallel", 4, "jobs (target × scenario) run at once")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("%w: demo takes no arguments", errUsage)
 			}
-			// The demo is the README's first command, so it must run on a fresh
-			// machine even before every part exists. It says plainly what it
-			// would do and which parts have not landed.
-			fmt.Fprintf(env.stdout, "Quiver %s demo\n\n", version)
-			fmt.Fprintf(env.stdout, "The demo starts local servers (Quiver, quic-go, x/net; ngtcp2 when installed),\n")
-			fmt.Fprintf(env.stdout, "runs the conformance suite against each into %s and serves the dashboard on %s.\n\n", opts.(*demoOpts).db, opts.(*demoOpts).addr)
-			fmt.Fprintf(env.stdout, "Not built yet: the conformance suite (issue 5) and the observatory with its dashboard (issue 7).\n")
-			fmt.Fprintf(env.stdout, "Available now: 'quiver version'; see 'quiver --help'.\n")
-			return nil
+			return runDemo(ctx, env, opts.(*demoOpts))
 		},
 	}
 }
@@ -160,7 +157,7 @@ func trackCommand() *command {
 	}
 }
 
-type webOpts struct{ addr, db string }
+type webOpts struct{ addr, db, artifacts string }
 
 func webCommand() *command {
 	return &command{
@@ -174,10 +171,20 @@ func webCommand() *command {
 			o := &webOpts{}
 			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`address` to listen on")
 			fs.StringVar(&o.db, "db", "quiver.db", "SQLite `file` or PostgreSQL DSN of the result store")
+			fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` the results' artifacts are kept in (downloads never leave it)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
-			return notBuilt(env, "the dashboard", "issue 7")
+			if len(args) > 0 {
+				return fmt.Errorf("%w: web takes no arguments", errUsage)
+			}
+			o := opts.(*webOpts)
+			st, err := openStore(ctx, o.db, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return serveDashboard(ctx, env, st, o.addr, o.artifacts)
 		},
 	}
 }

@@ -111,3 +111,24 @@ func TestTrackCommands(t *testing.T) {
 		}
 	}
 }
+
+// The demo end to end on Quiver's own in-process server with the real
+// suite (one scenario, to stay quick): it stores the result and prints the
+// grid.
+func TestDemoNoWeb(t *testing.T) {
+	dir := t.TempDir()
+	out, errs, code := quiver(t, "demo", "--no-web", "--impls", "quiver", "--scenarios", "hs-v1-basic",
+		"--db", filepath.Join(dir, "q.db"), "--artifacts", filepath.Join(dir, "art"))
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"started quiver", "run 1: 1 results", "hs-v1-basic", "quiver: 1 pass"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json")
+	if code != 0 || !strings.Contains(out, `"artifacts"`) {
+		t.Errorf("the demo's result names no artifacts:\n%s", out)
+	}
+}
