@@ -64,13 +64,15 @@ type connState struct {
 	frameBuf []byte
 	probeRT  probeRuntime
 	stats    connStats
+	gso      gsoBatch
 }
 
 // connStats counts events for tests and debugging.
 type connStats struct {
-	sent, recv, lost, ptos   uint64
-	idleTurns, cwndBlocked   uint64
-	flowBlocked, bufBlocked  uint64
+	sent, recv, lost, ptos  uint64
+	idleTurns, cwndBlocked  uint64
+	flowBlocked, bufBlocked uint64
+	paced                   uint64
 }
 
 // newConnWith creates a connection and starts its loop. setup, when not
@@ -82,7 +84,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		isClient:      isClient,
 		peerAddr:      peer,
 		probe:         cfg.Probe,
-		recvq:         make(chan *datagram, 1024),
+		recvq:         make(chan *datagram, 4096),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
@@ -155,6 +157,7 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		if c.closing.done {
 			return
 		}
+		c.streams.wakeReaders()
 		c.sendPackets(now)
 		if c.closing.done {
 			return
@@ -272,7 +275,7 @@ func (c *Conn) finish() {
 		c.closeErr = ErrClosed
 	}
 	c.qlogClosed()
-	debugf("conn client=%v end: idle=%d cwndBlocked=%d qdrops=%d sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.idleTurns, c.stats.cwndBlocked, c.queueDrops.Load(), c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
+	debugf("conn client=%v end: paced=%d idle=%d cwndBlocked=%d qdrops=%d sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.paced, c.stats.idleTurns, c.stats.cwndBlocked, c.queueDrops.Load(), c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
 	if c.tls != nil {
 		c.tls.Close()
 	}

@@ -157,6 +157,7 @@ func (l *lossState) init(c *Conn, now time.Time) {
 		l.cc = recovery.NewCubic(maxDatagramSize)
 	}
 	l.ld = recovery.NewLossDetector(recovery.LossDetectorConfig{IsServer: !c.isClient, CC: l.cc})
+	l.pacer.init()
 	if c.probe != nil && c.probe.NoRetransmit {
 		l.noRetransmit = true
 	}

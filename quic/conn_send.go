@@ -33,19 +33,28 @@ func (c *Conn) sendPackets(now time.Time) {
 		c.closing.maybeSend(now, c)
 		return
 	}
+	useGSO := c.ep.udp != nil && !c.ep.noGSO.Load() && (c.probe == nil || c.probe.OnSendDatagram == nil)
 	for i := 0; i < maxDatagramsPerTurn; i++ {
 		b := c.buildDatagram(now)
 		if len(b) == 0 {
-			return
+			break
 		}
 		if i == maxDatagramsPerTurn-1 {
 			// More may be waiting: run another turn once received
 			// datagrams have had their chance.
 			c.wake()
 		}
-		c.writeDatagram(b)
 		c.stats.sent++
+		if !useGSO {
+			c.writeDatagram(b)
+			continue
+		}
+		if !c.gso.add(b) {
+			c.flushGSO()
+			c.gso.add(b)
+		}
 	}
+	c.flushGSO()
 }
 
 // writeDatagram hands a sealed datagram to the socket, through the probe
@@ -85,6 +94,11 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		return nil
 	}
 	cwndOK := c.loss.ld.CanSend()
+	if cwndOK && !c.loss.pacerAllows(now) {
+		// Paced: only ACK-only packets may leave before the pacer's time.
+		cwndOK = false
+		c.stats.paced++
+	}
 	buf := c.sendBuf[:0]
 	var pkts [numSpaces]builtPacket
 	n := 0
@@ -125,7 +139,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		c.loss.cc.SetAppLimited(cwndOK)
 		return nil
 	}
-	if !cwndOK {
+	if !cwndOK && c.loss.pacer.next.IsZero() {
 		c.loss.cc.SetAppLimited(false)
 	}
 	last := &pkts[n-1]
@@ -138,6 +152,10 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 	want := 0
 	if hasInitial {
 		want = minInitialDatagramSize
+	} else if room := limit - (len(buf) + 16); room > 0 && room < 48 {
+		// Nearly full: pad to the full size, so that runs of datagrams
+		// have one size and go out in one GSO send.
+		want = limit
 	}
 	// RFC 9001 §5.4.2: "packets are padded so that the combined lengths of
 	// the encoded packet number and protected payload is at least 4 bytes
@@ -196,6 +214,12 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 	}
 	if !c.isClient && !c.addrValidated {
 		c.bytesSent += uint64(len(buf))
+	}
+	for i := 0; i < n; i++ {
+		if pkts[i].inFlight {
+			c.loss.pacer.p.OnSent(now, len(buf))
+			break
+		}
 	}
 	c.sendBuf = buf[:0]
 	return buf

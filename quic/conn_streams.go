@@ -34,6 +34,8 @@ type streamsState struct {
 	// STOP_SENDING).
 	sendQueue []*Stream
 	ctlQueue  []*Stream
+	readable  []*Stream // streams with new data since the last wakeReaders
+	writable  []*Stream // streams with acknowledged data since the last wakeReaders
 	rr        int
 
 	maxWindow uint64
@@ -269,7 +271,12 @@ func (s *streamsState) onStream(now time.Time, f *wire.StreamFrame) error {
 	if err := st.recv.OnStreamFrame(f.Offset, f.Data, f.Fin); err != nil {
 		return streamsErr(err, f.Type())
 	}
-	signal(st.readWake)
+	// Wake the reader once per loop turn, not once per frame: a reader
+	// woken for every packet costs a context switch each.
+	if !st.readPending {
+		st.readPending = true
+		s.readable = append(s.readable, st)
+	}
 	return nil
 }
 
@@ -375,7 +382,10 @@ func (s *streamsState) onStreamAcked(f *sentFrame) {
 		return
 	}
 	st.send.OnAcked(f.off, int(f.n), f.fin)
-	signal(st.writeWake)
+	if !st.writePending {
+		st.writePending = true
+		s.writable = append(s.writable, st)
+	}
 	s.maybeForgetLocked(st)
 }
 
@@ -455,6 +465,27 @@ func (s *streamsState) maybeForgetLocked(st *Stream) {
 		// RFC 9000 §4.6: raise MAX_STREAMS as peer streams close.
 		s.limits.OnPeerStreamClosed(streams.IsBidi(uint64(st.id)))
 	}
+}
+
+// wakeReaders wakes the readers of streams that received data this turn.
+func (s *streamsState) wakeReaders() {
+	if len(s.readable) == 0 && len(s.writable) == 0 {
+		return
+	}
+	s.c.mu.Lock()
+	for i, st := range s.readable {
+		st.readPending = false
+		signal(st.readWake)
+		s.readable[i] = nil
+	}
+	s.readable = s.readable[:0]
+	for i, st := range s.writable {
+		st.writePending = false
+		signal(st.writeWake)
+		s.writable[i] = nil
+	}
+	s.writable = s.writable[:0]
+	s.c.mu.Unlock()
 }
 
 // closeAll fails every blocked stream operation with err.

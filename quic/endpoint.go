@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -29,6 +30,7 @@ type Endpoint struct {
 	done      chan struct{}
 	readDone  chan struct{}
 	tokens    *tokenProtector
+	noGSO     atomic.Bool // GSO failed once: send datagrams one by one
 	resetSalt [32]byte
 }
 

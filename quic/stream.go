@@ -16,17 +16,19 @@ type Stream struct {
 	id int64
 
 	// Guarded by c.mu.
-	send       streams.SendStream
-	recv       streams.RecvStream
-	canSend    bool
-	canRecv    bool
-	queued     bool // on c.sendQueue
-	ctlQueued  bool // on c.ctlQueue
-	forgotten  bool
-	readDL     time.Time
-	writeDL    time.Time
-	localReset bool
-	stopped    bool
+	send         streams.SendStream
+	recv         streams.RecvStream
+	canSend      bool
+	canRecv      bool
+	queued       bool // on c.sendQueue
+	ctlQueued    bool // on c.ctlQueue
+	forgotten    bool
+	readDL       time.Time
+	writeDL      time.Time
+	localReset   bool
+	stopped      bool
+	readPending  bool // on streamsState.readable
+	writePending bool // on streamsState.writable
 
 	readWake  chan struct{}
 	writeWake chan struct{}
