@@ -1,9 +1,13 @@
 package netem
 
 import (
+	"fmt"
+	"io"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/quiver-quic/quiver/pcap"
 )
 
 // An EventKind says where on the link a datagram was seen.
@@ -87,6 +91,30 @@ func NewTraceWriter(w DatagramWriter, keep func(Event) bool) *TraceWriter {
 		keep = func(e Event) bool { return e.Kind == Sent }
 	}
 	return &TraceWriter{w: w, keep: keep}
+}
+
+// NewPcapTrace starts a pcapng capture on w of the events keep accepts
+// (nil: every Sent event). Close the TraceWriter to finish the file; w
+// itself is left open.
+func NewPcapTrace(w io.Writer, keep func(Event) bool) (*TraceWriter, error) {
+	pw, err := pcap.NewWriter(w)
+	if err != nil {
+		return nil, fmt.Errorf("netem: start pcapng trace: %w", err)
+	}
+	return NewTraceWriter(pw, keep), nil
+}
+
+// Close finishes the underlying writer if it has a Close method (the pcap
+// writer does) and returns the first error of the trace.
+func (t *TraceWriter) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.w.(io.Closer); ok {
+		if err := c.Close(); t.err == nil {
+			t.err = err
+		}
+	}
+	return t.err
 }
 
 // Capture writes e if the filter keeps it. After the first write error it

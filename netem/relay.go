@@ -425,9 +425,11 @@ func (r *Relay) fromServer(now time.Time, sock *relaySocket, p []byte) {
 
 // deliver writes a datagram copy out, from a timer.
 func (r *Relay) deliver(now time.Time, d *relayDirection, x relayDelivery) {
+	// The write is made under the lock, so that the capture shows the
+	// delivery before anything the receiver sends in answer.
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		return
 	}
 	cause := NotDropped
@@ -435,17 +437,9 @@ func (r *Relay) deliver(now time.Time, d *relayDirection, x relayDelivery) {
 		// The NAT sits on the client's side of the link, so a datagram
 		// meets a rebinding that happened while it was in flight.
 		cause = DropNAT
+	} else if _, err := x.conn.WriteToUDPAddrPort(x.payload, x.dst); err != nil {
+		cause = DropReceiver
 	}
-	r.mu.Unlock()
-	// The system call is made without the lock, so that the other
-	// direction and the readers are not held up by it.
-	if cause == NotDropped {
-		if _, err := x.conn.WriteToUDPAddrPort(x.payload, x.dst); err != nil {
-			cause = DropReceiver
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if cause != NotDropped {
 		d.stats.drop(cause)
 		r.emit(Event{Time: now, Kind: Dropped, Dir: d.dir, Cause: cause, Src: x.src, Dst: x.dst, Payload: x.payload})

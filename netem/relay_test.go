@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quiver-quic/quiver/pcap"
 )
 
 // echoServer is a real UDP server on loopback that sends every datagram
@@ -388,4 +390,60 @@ func BenchmarkRelay(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
 	b.ReportMetric(float64(b.N)*1200*8/b.Elapsed().Seconds()/1e6, "goodput-Mbps")
+}
+
+var _ DatagramWriter = (*pcap.Writer)(nil)
+
+// TestRelayPcapTraces writes the client and server traces of a relayed
+// exchange as pcapng and reads them back.
+func TestRelayPcapTraces(t *testing.T) {
+	echo := startEcho(t)
+	var cbuf, sbuf bytes.Buffer
+	ct, err := NewPcapTrace(&cbuf, ClientTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewPcapTrace(&sbuf, ServerTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Link{Delay: 3 * time.Millisecond}
+	r := startRelay(t, RelayConfig{Server: echo.addr, ToServer: l, ToClient: l, Capture: Tee(ct.Capture, st.Capture)})
+	c := dialRelay(t, r)
+	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	for i := range 5 {
+		c.WriteToUDPAddrPort(datagram(i, 80), r.Addr())
+		readN(t, c, 1, 5*time.Second)
+	}
+	r.Stop()
+	if err := errors.Join(ct.Close(), st.Close()); err != nil {
+		t.Fatal(err)
+	}
+	upstream := echo.seen()[0]
+	for _, tc := range []struct {
+		name   string
+		buf    *bytes.Buffer
+		a, b   netip.AddrPort // the two ends seen on that side
+		offset time.Duration  // from a's datagram to b's reply, at least
+	}{
+		{"client", &cbuf, client, r.Addr(), 6 * time.Millisecond},
+		{"server", &sbuf, upstream, echo.addr, 0},
+	} {
+		capt, err := pcap.ReadAll(tc.buf)
+		if err != nil {
+			t.Fatalf("%s trace: %v", tc.name, err)
+		}
+		if len(capt.Packets) != 10 {
+			t.Fatalf("%s trace: %d packets, want 10", tc.name, len(capt.Packets))
+		}
+		for i := 0; i < 10; i += 2 {
+			req, resp := capt.Packets[i], capt.Packets[i+1]
+			if req.Src != tc.a || req.Dst != tc.b || resp.Src != tc.b || resp.Dst != tc.a {
+				t.Errorf("%s trace, exchange %d: %v->%v then %v->%v", tc.name, i/2, req.Src, req.Dst, resp.Src, resp.Dst)
+			}
+			if d := resp.Time.Sub(req.Time); d < tc.offset {
+				t.Errorf("%s trace, exchange %d: reply %v after the request, want at least %v", tc.name, i/2, d, tc.offset)
+			}
+		}
+	}
 }
