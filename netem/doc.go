@@ -19,6 +19,23 @@
 // to an optional [CaptureFunc]; [WriterCapture] turns that into a capture
 // file through any [DatagramWriter], such as the pcap package's writer.
 //
+// Wiring the engine to an in-process Network, inside a synctest bubble:
+//
+//	n, _ := netem.NewNetwork(netem.NetworkConfig{Seed: 1, Link: netem.Link{Rate: 10e6, Delay: 15 * time.Millisecond, QueuePackets: 25}})
+//	defer n.Close()
+//	sconn, _ := n.Listen(netip.MustParseAddrPort("10.0.0.1:443"))
+//	cconn, _ := n.Listen(netip.MustParseAddrPort("10.0.0.2:0"))
+//	sep, _ := quic.NewEndpoint(sconn, serverConfig)
+//	cep, _ := quic.NewEndpoint(cconn, nil)
+//	conn, err := cep.Dial(ctx, "udp", "10.0.0.1:443", clientConfig)
+//
+// and to another process through a Relay:
+//
+//	r, _ := netem.NewRelay(netem.RelayConfig{Server: serverAddr, ToServer: l, ToClient: l, Seed: seed})
+//	r.Start(ctx)
+//	defer r.Stop()
+//	conn, err := quic.Dial(ctx, "udp", r.Addr().String(), clientConfig)
+//
 // A namespace backend (client, server and link network namespaces joined by
 // veth pairs, with the emulator reading frames through packet sockets, or
 // tbf shaping for fast links) is planned for a later issue; see
