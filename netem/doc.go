@@ -16,8 +16,10 @@
 //     with real timers, for interop runs against other implementations.
 //
 // Both Network and Relay report every datagram (sent, delivered, dropped)
-// to an optional [CaptureFunc]; [WriterCapture] turns that into a capture
-// file through any [DatagramWriter], such as the pcap package's writer.
+// to an optional [CaptureFunc]. [NewPcapTrace] writes one side of the link
+// as pcapng (ClientTrace and ServerTrace pick the events, as in the interop
+// design's two traces); [NewTraceWriter] does the same through any
+// [DatagramWriter].
 //
 // Wiring the engine to an in-process Network, inside a synctest bubble:
 //
