@@ -53,6 +53,7 @@ func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame
 		}
 	}
 	s.peer = append(s.peer, peerCIDEntry{seq: f.SequenceNumber, cid: append([]byte(nil), f.ConnectionID...), token: f.StatelessResetToken})
+	s.c.ep.registerResetToken(f.StatelessResetToken, s.c)
 	if f.RetirePriorTo > s.retirePriorTo {
 		s.retirePriorTo = f.RetirePriorTo
 		kept := s.peer[:0]

@@ -24,6 +24,7 @@ type connState struct {
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable []undecryptablePacket
 	keysChanged   bool
+	processed     bool // a packet of the current datagram was processed
 	ackRanges     []wire.AckRange
 
 	// Connection IDs (RFC 9000 §5.1, §7.3).

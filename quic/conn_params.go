@@ -90,6 +90,7 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 	if p.HasStatelessResetToken {
 		c.cids.peerResetToken = p.StatelessResetToken
 		c.cids.havePeerResetToken = true
+		c.ep.registerResetToken(p.StatelessResetToken, c)
 	}
 	c.cids.peerLimit = p.ActiveConnectionIDLimit
 	c.qlogParametersSet(now, p, false)

@@ -2,6 +2,7 @@ package quic
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"errors"
 	"time"
 
@@ -24,6 +25,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	}
 	b := d.b
 	var firstDCID []byte
+	c.processed = false
 	for len(b) > 0 {
 		n := c.handlePacket(now, b, len(d.b), d.ecn, &firstDCID)
 		if n <= 0 || c.closing.done {
@@ -31,7 +33,37 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 		}
 		b = b[n:]
 	}
+	if !c.processed && c.isStatelessReset(d.b) {
+		// RFC 9000 §10.3.1: "If the last 16 bytes of the datagram are
+		// identical in value to a stateless reset token, the endpoint MUST
+		// enter the draining period and not send any further packets on
+		// this connection."
+		c.closeErr = errStatelessReset
+		c.closing.phase = phaseDraining
+		c.closing.deadline = now
+		c.closing.done = true
+		c.closing.signalSent()
+		return
+	}
 	c.retryUndecryptable(now)
+}
+
+// isStatelessReset reports whether a datagram that could not be processed
+// ends with a stateless reset token the peer gave us.
+func (c *Conn) isStatelessReset(b []byte) bool {
+	if len(b) < 21 || b[0]&0x80 != 0 {
+		return false
+	}
+	tail := b[len(b)-16:]
+	if c.cids.havePeerResetToken && subtle.ConstantTimeCompare(tail, c.cids.peerResetToken[:]) == 1 {
+		return true
+	}
+	for _, e := range c.cids.peer {
+		if subtle.ConstantTimeCompare(tail, e.token[:]) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // maxUndecryptable bounds the packets kept until their keys arrive.
@@ -183,6 +215,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if !ok {
 		return 0
 	}
+	c.processed = true
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
 	if c.probe != nil && c.probe.OnPacketReceived != nil {
 		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, Payload: payload})

@@ -391,8 +391,9 @@ const controlRoom = 24
 func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sentLog, p *builtPacket) []byte {
 	s := &c.streams
 	rtt := c.loss.ld.RTT().Smoothed()
+	credit := c.probe == nil || !c.probe.NoFlowControlCredit
 	fits := func() bool { return end-len(buf) >= controlRoom }
-	if fits() {
+	if fits() && credit {
 		if limit, ok := s.flow.NextMaxData(now, rtt); ok {
 			f := wire.MaxDataFrame{Maximum: limit}
 			buf = f.Append(buf)
@@ -404,7 +405,7 @@ func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sent
 		if !fits() {
 			break
 		}
-		if n, ok := s.limits.NextMaxStreams(bidi); ok {
+		if n, ok := s.limits.NextMaxStreams(bidi); ok && credit {
 			f := wire.MaxStreamsFrame{Bidi: bidi, Maximum: n}
 			buf = f.Append(buf)
 			log.add(sentFrame{kind: frMaxStreams, bidi: bidi, off: n})
@@ -438,7 +439,7 @@ func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sent
 				log.add(sentFrame{kind: frStopSending, id: id})
 				p.ackElic = true
 			}
-			if fits() {
+			if fits() && credit {
 				if limit, ok := st.recv.NextMaxStreamData(now, rtt); ok {
 					f := wire.MaxStreamDataFrame{StreamID: id, Maximum: limit}
 					buf = f.Append(buf)

@@ -64,10 +64,14 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 			}
 		case tls.QUICWriteData:
 			sp := spaceForLevel(e.Level)
+			data := e.Data
 			if c.isClient && sp == initialSpace && c.clientRandom == nil {
-				c.clientRandom = helloRandom(e.Data)
+				c.clientRandom = helloRandom(data)
+				if c.probe != nil && c.probe.RewriteClientHello != nil {
+					data = c.probe.RewriteClientHello(append([]byte(nil), data...))
+				}
 			}
-			c.spaces[sp].crypto.write(e.Data)
+			c.spaces[sp].crypto.write(data)
 		case tls.QUICTransportParameters:
 			if err := c.handlePeerTransportParams(now, e.Data); err != nil {
 				return err

@@ -21,10 +21,12 @@ type Endpoint struct {
 	config *Config
 	server bool
 
-	mu     sync.Mutex
-	conns  map[string]*Conn // by every connection ID we issued, and by client-chosen Initial DCIDs
-	all    map[*Conn]struct{}
-	closed bool
+	mu    sync.Mutex
+	conns map[string]*Conn // by every connection ID we issued, and by client-chosen Initial DCIDs
+	// resetTokens maps the peers' stateless reset tokens to connections.
+	resetTokens map[[16]byte]*Conn
+	all         map[*Conn]struct{}
+	closed      bool
 
 	acceptq   chan *Conn
 	done      chan struct{}
@@ -115,14 +117,15 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 		cfg = &Config{}
 	}
 	e := &Endpoint{
-		pc:       pc,
-		config:   cfg,
-		server:   server,
-		conns:    make(map[string]*Conn),
-		all:      make(map[*Conn]struct{}),
-		acceptq:  make(chan *Conn, 64),
-		done:     make(chan struct{}),
-		readDone: make(chan struct{}),
+		pc:          pc,
+		config:      cfg,
+		server:      server,
+		conns:       make(map[string]*Conn),
+		resetTokens: make(map[[16]byte]*Conn),
+		all:         make(map[*Conn]struct{}),
+		acceptq:     make(chan *Conn, 64),
+		done:        make(chan struct{}),
+		readDone:    make(chan struct{}),
 	}
 	e.udp, _ = pc.(*net.UDPConn)
 	var err error
@@ -254,6 +257,11 @@ func (e *Endpoint) forget(c *Conn) {
 			delete(e.conns, k)
 		}
 	}
+	for k, v := range e.resetTokens {
+		if v == c {
+			delete(e.resetTokens, k)
+		}
+	}
 	delete(e.all, c)
 	e.mu.Unlock()
 }
@@ -325,8 +333,52 @@ func (e *Endpoint) route(d *datagram) {
 		e.handleUnknownLong(d, dcid)
 		return
 	}
-	// TODO: stateless reset for short-header packets to unknown CIDs.
+	if d.b[0]&0x80 == 0 {
+		// A stateless reset carries an unpredictable DCID: find its
+		// connection by the token at the end (RFC 9000 §10.3.1).
+		if len(d.b) >= 21 {
+			var tok [16]byte
+			copy(tok[:], d.b[len(d.b)-16:])
+			e.mu.Lock()
+			c := e.resetTokens[tok]
+			e.mu.Unlock()
+			if c != nil {
+				c.deliver(d)
+				return
+			}
+		}
+		e.sendStatelessReset(d)
+	}
 	d.release()
+}
+
+// registerResetToken routes datagrams ending with tok to c.
+func (e *Endpoint) registerResetToken(tok [16]byte, c *Conn) {
+	e.mu.Lock()
+	e.resetTokens[tok] = c
+	e.mu.Unlock()
+}
+
+// sendStatelessReset answers a short-header packet for an unknown
+// connection ID (RFC 9000 §10.3). "An endpoint MUST NOT send a Stateless
+// Reset that is three times or more larger than the packet it receives"
+// and, to avoid loops, "an endpoint MUST ensure that every Stateless
+// Reset that it sends is smaller than the packet that triggered it". The
+// smallest reset is 21 bytes (§10.3: 5 unpredictable bytes and the token).
+func (e *Endpoint) sendStatelessReset(d *datagram) {
+	const minReset = 21
+	if len(d.b) <= minReset || len(d.b) < 1+connIDLen {
+		return
+	}
+	n := min(len(d.b)-1, 43)
+	b := make([]byte, n)
+	rand.Read(b[:n-16])
+	// "the first byte ... has the fixed bit set and the header form bit
+	// cleared" so that it looks like a short header packet.
+	b[0] = 0x40 | b[0]&0x3f
+	tok := e.resetToken(d.b[1 : 1+connIDLen])
+	copy(b[n-16:], tok[:])
+	e.writeTo(b, d.addr)
 }
 
 // datagramDCID returns the destination connection ID of the first packet

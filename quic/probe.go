@@ -1,6 +1,8 @@
 package quic
 
 import (
+	"context"
+	"crypto/tls"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -31,6 +33,14 @@ type Probe struct {
 	// TransportParameters may edit the typed parameters before they are
 	// encoded.
 	TransportParameters func(*wire.TransportParameters)
+	// NoFlowControlCredit stops MAX_DATA, MAX_STREAM_DATA and MAX_STREAMS:
+	// the peer only ever has the initial credit.
+	NoFlowControlCredit bool
+	// RewriteClientHello replaces the client's first Initial CRYPTO data
+	// (the ClientHello as crypto/tls wrote it) before it is sent. TLS
+	// still hashes the original, so the handshake fails unless the peer
+	// rejects it first — which is what such probes look for.
+	RewriteClientHello func(hello []byte) []byte
 }
 
 // PacketInfo describes a packet seen by a probe hook. Payload is the
@@ -64,6 +74,21 @@ func (c *Conn) InjectFrames(space int, frames ...wire.Frame) {
 	c.post(func(now time.Time) {
 		c.probeRT.inject[space] = append(c.probeRT.inject[space], frames...)
 	})
+}
+
+// ForceKeyUpdate starts a key update now (RFC 9001 §6), without the
+// checks a well-behaved endpoint makes (handshake confirmed, previous
+// update acknowledged).
+func (c *Conn) ForceKeyUpdate() error {
+	var err error
+	if !c.run(context.Background(), func(now time.Time) {
+		if err = c.appKeys.Update(); err == nil {
+			c.qlogKeyUpdated(now, tls.QUICEncryptionLevelApplication, true, "local_update")
+		}
+	}) {
+		return c.Err()
+	}
+	return err
 }
 
 // SendRawDatagram writes b to the peer's address as is.

@@ -27,6 +27,7 @@ type Stream struct {
 	writeDL      time.Time
 	localReset   bool
 	stopped      bool
+	writeClosed  bool
 	readPending  bool // on streamsState.readable
 	writePending bool // on streamsState.writable
 
@@ -151,6 +152,10 @@ func (s *Stream) WriteContext(ctx context.Context, p []byte) (int, error) {
 			c.mu.Unlock()
 			return total, &StreamResetError{Code: code, Remote: !s.localReset}
 		}
+		if s.writeClosed {
+			c.mu.Unlock()
+			return total, ErrClosed
+		}
 		n := s.send.Write(p[total:])
 		total += n
 		if n > 0 {
@@ -181,9 +186,11 @@ func (s *Stream) CloseWrite() error {
 		c.mu.Unlock()
 		return nil
 	}
+	s.writeClosed = true
 	s.send.CloseWrite()
 	c.queueSendLocked(s)
 	c.mu.Unlock()
+	signal(s.writeWake)
 	c.wake()
 	return nil
 }

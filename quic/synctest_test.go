@@ -251,3 +251,41 @@ func TestProbeObserveAndNoAcks(t *testing.T) {
 		}
 	})
 }
+
+// TestStatelessReset restarts the server endpoint (losing all state): its
+// answer to the client's next packet is a stateless reset, which the
+// client recognises by the token from the server's transport parameters.
+func TestStatelessReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		sep, cep, c, err := pair(t, n, scfg, testClientConfig(t, "hq-interop"))
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Keep the reset key, lose the connections: a server restart that
+		// kept its static key.
+		salt := sep.resetSalt
+		srv := netip.MustParseAddrPort(testServerAddr)
+		n.mu.Lock()
+		n.policy = func(_ int, from, _ netip.AddrPort, _ []byte) (bool, time.Duration) { return from == srv, 0 }
+		n.mu.Unlock()
+		sep.Close() // its CONNECTION_CLOSE is lost, as in a crash
+		n.mu.Lock()
+		n.policy = nil
+		n.mu.Unlock()
+		sep2, err := NewEndpoint(n.listen(testServerAddr), scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep2.resetSalt = salt
+		defer sep2.Close()
+		s, _ := c.OpenStream(t.Context())
+		s.Write([]byte("GET /1\r\n" + string(make([]byte, 100))))
+		err = c.Wait(t.Context())
+		if !errors.Is(err, errStatelessReset) {
+			t.Fatalf("got %v, want stateless reset", err)
+		}
+	})
+}
