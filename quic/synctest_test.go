@@ -289,3 +289,34 @@ func TestStatelessReset(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyUpdate forces key updates on the client between transfers; the
+// server follows (RFC 9001 §6.2) and data keeps flowing.
+func TestKeyUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if err := fetch(t.Context(), c, 50000); err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			if err := c.ForceKeyUpdate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fetch(t.Context(), c, 50000); err != nil {
+			t.Fatal(err)
+		}
+		var gen uint64
+		c.run(t.Context(), func(time.Time) { gen = c.appKeys.Generation() })
+		if gen != 3 {
+			t.Errorf("key generation %d, want 3", gen)
+		}
+		c.Close(0, "")
+	})
+}
