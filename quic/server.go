@@ -144,6 +144,12 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 		d.release()
 		return
 	}
+	// Only a packet that authenticates with the Initial keys of its DCID
+	// creates state: stray or forged datagrams are dropped here.
+	if !initialOpens(version, b[:h.PacketLen], &h) {
+		d.release()
+		return
+	}
 	now := time.Now()
 	odcid := h.DCID
 	var retrySCID []byte
@@ -229,4 +235,22 @@ func (e *Endpoint) sendRetry(now time.Time, d *datagram, h *wire.Header) {
 		return
 	}
 	e.writeTo(b, d.addr)
+}
+
+// initialOpens reports whether the Initial packet pkt (its header parsed
+// into h) decrypts with the client Initial keys of its DCID. It works on a
+// copy: the datagram is processed again by the connection.
+func initialOpens(version uint32, pkt []byte, h *wire.Header) bool {
+	ck, _, err := protect.NewInitialKeys(version, h.DCID)
+	if err != nil {
+		return false
+	}
+	b := append([]byte(nil), pkt...)
+	pnLen, err := ck.HeaderProtector().Remove(b, h.PNOffset, true)
+	if err != nil {
+		return false
+	}
+	pn := wire.ReadPacketNumber(b[h.PNOffset:], pnLen)
+	_, err = ck.OpenPacket(b, h.PNOffset+pnLen, wire.DecodePacketNumber(wire.NoPacketNumber, pn, pnLen*8))
+	return err == nil
 }

@@ -264,6 +264,10 @@ func TestStatelessReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Make sure the server has completed its handshake too.
+		if err := fetch(t.Context(), c, 10); err != nil {
+			t.Fatal(err)
+		}
 		// Keep the reset key, lose the connections: a server restart that
 		// kept its static key.
 		salt := sep.resetSalt
