@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -55,9 +56,13 @@ func TestLoopbackThroughput(t *testing.T) {
 	s, _ := c.OpenStream(ctx)
 	fmt.Fprintf(s, "GET /\r\n")
 	s.CloseWrite()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	start := time.Now()
 	n, err := io.Copy(io.Discard, s)
 	el := time.Since(start)
+	runtime.ReadMemStats(&ms1)
+	t.Logf("%d allocations (%.2f per KB), %d MB allocated", ms1.Mallocs-ms0.Mallocs, float64(ms1.Mallocs-ms0.Mallocs)/float64(size>>10), (ms1.TotalAlloc-ms0.TotalAlloc)>>20)
 	if err != nil || n != int64(size) {
 		t.Fatalf("got %d bytes, err %v", n, err)
 	}
