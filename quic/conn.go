@@ -186,7 +186,11 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 func (c *Conn) LocalAddr() net.Addr { return c.ep.Addr() }
 
 // RemoteAddr returns the peer's address.
-func (c *Conn) RemoteAddr() net.Addr { return net.UDPAddrFromAddrPort(c.peerAddr) }
+func (c *Conn) RemoteAddr() net.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return net.UDPAddrFromAddrPort(c.peerAddr)
+}
 
 // IsClient reports whether this is the client side of the connection.
 func (c *Conn) IsClient() bool { return c.isClient }

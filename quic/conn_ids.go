@@ -1,6 +1,9 @@
 package quic
 
 import (
+	"bytes"
+	"crypto/rand"
+	"net/netip"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -13,10 +16,26 @@ type peerCIDEntry struct {
 	token [16]byte
 }
 
-// cidState tracks connection IDs (RFC 9000 §5.1). The engine issues a
-// single connection ID of its own for now, and keeps those the peer
-// issues, retiring them when asked.
+// localCIDEntry is a connection ID we issued.
+type localCIDEntry struct {
+	seq  uint64
+	cid  []byte
+	sent bool // NEW_CONNECTION_ID sent (and not lost since)
+}
+
+// maxIssuedCIDs bounds how many connection IDs we keep active at once,
+// whatever the peer's active_connection_id_limit.
+const maxIssuedCIDs = 4
+
+// cidState tracks connection IDs (RFC 9000 §5.1): those we issue (sequence
+// 0 in the handshake, more with NEW_CONNECTION_ID once the handshake is
+// complete, replaced as the peer retires them) and those the peer issues.
 type cidState struct {
+	local   []localCIDEntry
+	nextSeq uint64
+	// peerSeq is the sequence number of the peer CID in use.
+	peerSeq uint64
+
 	c                  *Conn
 	peerResetToken     [16]byte
 	havePeerResetToken bool
@@ -25,11 +44,61 @@ type cidState struct {
 	retirePriorTo      uint64
 	retire             []uint64 // sequence numbers to send RETIRE_CONNECTION_ID for
 	pathResponse       [][8]byte
+	pathChallenge      [][8]byte
+	// challenge is the data of the PATH_CHALLENGE sent on the peer's new
+	// address, until a PATH_RESPONSE echoes it.
+	challenge        [8]byte
+	challengePending bool
 }
 
-func (s *cidState) init(c *Conn) { s.c = c }
+// usePeerCID switches to an unused connection ID from the peer, retiring
+// the current one, as an endpoint must when the peer's address changes
+// (RFC 9000 §9.5: "an endpoint MUST NOT reuse a connection ID when sending
+// to more than one destination address"). It keeps the current one when
+// the peer gave no spare, and reports whether it switched.
+func (s *cidState) usePeerCID() bool {
+	if len(s.peer) == 0 {
+		return false
+	}
+	s.retire = append(s.retire, s.peerSeq)
+	e := s.peer[0]
+	s.peer = s.peer[1:]
+	s.peerSeq = e.seq
+	s.c.peerCID = e.cid
+	return true
+}
 
-func (s *cidState) hasPending() bool { return len(s.retire) > 0 || len(s.pathResponse) > 0 }
+func (s *cidState) init(c *Conn) {
+	s.c = c
+	s.local = []localCIDEntry{{seq: 0, cid: c.localCID, sent: true}}
+	s.nextSeq = 1
+}
+
+func (s *cidState) hasPending() bool {
+	if len(s.retire) > 0 || len(s.pathResponse) > 0 || len(s.pathChallenge) > 0 {
+		return true
+	}
+	for _, e := range s.local {
+		if !e.sent {
+			return true
+		}
+	}
+	return false
+}
+
+// issue creates connection IDs up to the peer's limit (RFC 9000 §5.1.1:
+// "An endpoint SHOULD ensure that its peer has a sufficient number of
+// available and unused connection IDs"; it MUST NOT exceed the peer's
+// active_connection_id_limit).
+func (s *cidState) issue() {
+	limit := min(s.peerLimit, maxIssuedCIDs)
+	for uint64(len(s.local)) < limit {
+		cid := newCID()
+		s.local = append(s.local, localCIDEntry{seq: s.nextSeq, cid: cid})
+		s.nextSeq++
+		s.c.ep.register(cid, s.c)
+	}
+}
 
 func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame) error {
 	// RFC 9000 §19.15: "An endpoint that is sending packets with a
@@ -52,6 +121,9 @@ func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame
 			return nil // duplicate
 		}
 	}
+	if f.SequenceNumber == s.peerSeq {
+		return nil // duplicate of the one in use
+	}
 	s.peer = append(s.peer, peerCIDEntry{seq: f.SequenceNumber, cid: append([]byte(nil), f.ConnectionID...), token: f.StatelessResetToken})
 	s.c.ep.registerResetToken(f.StatelessResetToken, s.c)
 	if f.RetirePriorTo > s.retirePriorTo {
@@ -65,9 +137,11 @@ func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame
 			}
 		}
 		s.peer = kept
-		// Our current DCID (sequence 0) is retired: move to a new one.
-		if s.retirePriorTo > 0 && len(s.peer) > 0 {
-			s.c.peerCID = s.peer[0].cid
+		// RFC 9000 §5.1.2: "Upon receipt of an increased Retire Prior To
+		// field, the peer MUST stop using the corresponding connection IDs
+		// and retire them with RETIRE_CONNECTION_ID frames".
+		if s.peerSeq < s.retirePriorTo {
+			s.usePeerCID()
 		}
 	}
 	// RFC 9000 §5.1.1: "After processing a NEW_CONNECTION_ID frame and
@@ -76,30 +150,49 @@ func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame
 	// active_connection_id_limit transport parameter, an endpoint MUST
 	// close the connection with an error of type CONNECTION_ID_LIMIT_ERROR."
 	// The connection ID in use (sequence 0) counts too.
-	active := uint64(len(s.peer))
-	if s.retirePriorTo == 0 {
-		active++
-	}
+	active := uint64(len(s.peer)) + 1 // the spares and the one in use
 	if active > s.c.config.activeCIDLimit() {
 		return localTransportError(wire.ConnectionIDLimitError, uint64(f.Type()), "RFC 9000 §5.1.1: %d active connection IDs exceed our limit of %d", active, s.c.config.activeCIDLimit())
 	}
 	return nil
 }
 
-func (s *cidState) onRetireConnectionID(now time.Time, f *wire.RetireConnectionIDFrame) error {
+func (s *cidState) onRetireConnectionID(now time.Time, f *wire.RetireConnectionIDFrame, dcid []byte) error {
 	// RFC 9000 §19.16: "Receipt of a RETIRE_CONNECTION_ID frame containing
 	// a sequence number greater than any previously sent to the peer MUST
-	// be treated as a connection error of type PROTOCOL_VIOLATION." We
-	// have only issued sequence number 0.
-	if f.SequenceNumber > 0 {
+	// be treated as a connection error of type PROTOCOL_VIOLATION."
+	if f.SequenceNumber >= s.nextSeq {
 		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.16: RETIRE_CONNECTION_ID for sequence %d never issued", f.SequenceNumber)
 	}
-	return nil
+	for i, e := range s.local {
+		if e.seq != f.SequenceNumber {
+			continue
+		}
+		// "The sequence number specified in a RETIRE_CONNECTION_ID frame
+		// MUST NOT refer to the Destination Connection ID field of the
+		// packet in which the frame is contained. The peer MAY treat this
+		// as a connection error of type PROTOCOL_VIOLATION."
+		if bytes.Equal(e.cid, dcid) {
+			return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.16: RETIRE_CONNECTION_ID for the connection ID the packet was sent to")
+		}
+		s.c.ep.unregister(e.cid, s.c)
+		s.local = append(s.local[:i], s.local[i+1:]...)
+		s.issue()
+		return nil
+	}
+	return nil // already retired
 }
 
 func (s *cidState) onLost(f *sentFrame) {
-	if f.kind == frRetireConnectionID {
+	switch f.kind {
+	case frRetireConnectionID:
 		s.retire = append(s.retire, f.id)
+	case frNewConnectionID:
+		for i := range s.local {
+			if s.local[i].seq == f.id {
+				s.local[i].sent = false
+			}
+		}
 	}
 }
 
@@ -111,6 +204,27 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 		s.pathResponse = s.pathResponse[1:]
 		p.ackElic = true
 	}
+	for len(s.pathChallenge) > 0 && end-len(buf) >= 9 {
+		f := wire.PathChallengeFrame{Data: s.pathChallenge[0]}
+		buf = f.Append(buf)
+		log.add(sentFrame{kind: frOther})
+		s.pathChallenge = s.pathChallenge[1:]
+		p.ackElic = true
+	}
+	for i := range s.local {
+		e := &s.local[i]
+		if e.sent {
+			continue
+		}
+		f := wire.NewConnectionIDFrame{SequenceNumber: e.seq, ConnectionID: e.cid, StatelessResetToken: s.c.ep.resetToken(e.cid)}
+		if end-len(buf) < f.Len() {
+			break
+		}
+		buf = f.Append(buf)
+		log.add(sentFrame{kind: frNewConnectionID, id: e.seq})
+		e.sent = true
+		p.ackElic = true
+	}
 	for len(s.retire) > 0 && end-len(buf) >= 9 {
 		f := wire.RetireConnectionIDFrame{SequenceNumber: s.retire[0]}
 		buf = f.Append(buf)
@@ -119,4 +233,29 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 		p.ackElic = true
 	}
 	return buf
+}
+
+// onPeerAddressChange follows a peer that moved to addr (NAT rebinding or
+// migration, RFC 9000 §9): send there from now on, under a new connection
+// ID when the peer gave us one, limited to three times what arrives from
+// addr until a PATH_CHALLENGE round trip validates it (§9.3: "an endpoint
+// MUST perform path validation ... if it has not previously validated that
+// address"; §8.1 amplification limit applies).
+func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
+	debugf("peer moved from %v to %v", c.peerAddr, addr)
+	c.mu.Lock()
+	c.peerAddr = addr
+	c.mu.Unlock()
+	c.cids.usePeerCID()
+	c.addrValidated = false
+	c.bytesRecv, c.bytesSent = uint64(c.lastDgramSize), 0
+	rand.Read(c.cids.challenge[:])
+	c.cids.challengePending = true
+	c.cids.pathChallenge = append(c.cids.pathChallenge, c.cids.challenge)
+	c.stats.migrations++
+}
+
+// pathValidated ends the amplification limit on the peer's new address.
+func (c *Conn) pathValidated(now time.Time) {
+	c.addrValidated = true
 }

@@ -24,7 +24,9 @@ type connState struct {
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable []undecryptablePacket
 	keysChanged   bool
-	processed     bool // a packet of the current datagram was processed
+	processed     bool           // a packet of the current datagram was processed
+	dgramAddr     netip.AddrPort // source of the datagram being processed
+	lastDgramSize int
 	ackRanges     []wire.AckRange
 
 	// Connection IDs (RFC 9000 §5.1, §7.3).
@@ -74,6 +76,7 @@ type connStats struct {
 	idleTurns, cwndBlocked  uint64
 	flowBlocked, bufBlocked uint64
 	paced                   uint64
+	migrations              uint64
 }
 
 // newConnWith creates a connection and starts its loop. setup, when not

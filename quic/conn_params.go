@@ -44,8 +44,8 @@ func (c *Conn) localTransportParams() []byte {
 	p.ActiveConnectionIDLimit = cfg.activeCIDLimit()
 	p.HasInitialSourceConnectionID = true
 	p.InitialSourceConnectionID = c.localCID
-	// We never migrate, and we cannot follow a migrating peer yet.
-	p.DisableActiveMigration = true
+	// A client never migrates; a server follows a client that does.
+	p.DisableActiveMigration = c.isClient
 	if !c.isClient {
 		p.HasOriginalDestinationConnectionID = true
 		p.OriginalDestinationConnectionID = c.origDCID

@@ -26,6 +26,8 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	b := d.b
 	var firstDCID []byte
 	c.processed = false
+	c.dgramAddr = d.addr
+	c.lastDgramSize = len(d.b)
 	for len(b) > 0 {
 		n := c.handlePacket(now, b, len(d.b), d.ecn, &firstDCID)
 		if n <= 0 || c.closing.done {
@@ -217,6 +219,17 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	}
 	c.processed = true
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
+	if space == appSpace && c.dgramAddr != c.peerAddr && pn == sp.largestRecv && !c.isClient && c.handshakeConfirmed {
+		// RFC 9000 §9.3: "Receiving a packet from a new peer address
+		// containing a non-probing frame indicates that the peer has
+		// migrated to that address." Only the packet with the largest
+		// number counts (§9.3: "An endpoint only changes the address to
+		// which it sends packets in response to the highest-numbered
+		// non-probing packet").
+		if info.nonProbing {
+			c.onPeerAddressChange(now, c.dgramAddr)
+		}
+	}
 	if c.probe != nil && c.probe.OnPacketReceived != nil {
 		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, Payload: payload})
 	}
@@ -231,12 +244,13 @@ func boolBit(b bool) uint8 {
 }
 
 type recvPacketInfo struct {
-	space     spaceID
-	pn        uint64
-	typ       wire.PacketType
-	size      int
-	dgramSize int
-	header    *wire.Header
+	space      spaceID
+	pn         uint64
+	typ        wire.PacketType
+	size       int
+	dgramSize  int
+	header     *wire.Header
+	nonProbing bool // set by handleFrames: a frame other than a probing one
 }
 
 // handleFrames dispatches every frame in a packet payload. It returns
@@ -273,6 +287,9 @@ func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte)
 		}
 		if t.AckEliciting() {
 			ackEliciting = true
+		}
+		if !t.Probing() {
+			info.nonProbing = true
 		}
 		if err := c.handleFrame(now, info, f); err != nil {
 			c.closeLocal(now, err)
@@ -314,11 +331,17 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 	case *wire.NewConnectionIDFrame:
 		return c.cids.onNewConnectionID(now, f)
 	case *wire.RetireConnectionIDFrame:
-		return c.cids.onRetireConnectionID(now, f)
+		return c.cids.onRetireConnectionID(now, f, info.header.DCID)
 	case *wire.PathChallengeFrame:
+		// RFC 9000 §8.2.2: "On receiving a PATH_CHALLENGE frame, an
+		// endpoint MUST respond by echoing the data contained in the
+		// PATH_CHALLENGE frame in a PATH_RESPONSE frame."
 		c.cids.pathResponse = append(c.cids.pathResponse, f.Data)
 	case *wire.PathResponseFrame:
-		// Path validation is not initiated yet; nothing to match.
+		if c.cids.challengePending && f.Data == c.cids.challenge {
+			c.cids.challengePending = false
+			c.pathValidated(now)
+		}
 	case *wire.StreamFrame:
 		return c.streams.onStream(now, f)
 	case *wire.ResetStreamFrame:

@@ -185,6 +185,8 @@ func (c *Conn) installInitialKeys(dcid []byte) error {
 // onHandshakeComplete runs when TLS reports the handshake complete.
 func (c *Conn) onHandshakeComplete(now time.Time) {
 	c.handshakeComplete = true
+	// Give the peer spare connection IDs (RFC 9000 §5.1.1).
+	c.cids.issue()
 	st := c.tls.ConnectionState()
 	c.mu.Lock()
 	c.tlsState = st

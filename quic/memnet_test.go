@@ -57,12 +57,13 @@ func (c *memConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
 	n := c.n
 	n.mu.Lock()
+	from := c.addr
 	dst := n.conns[to]
 	n.count++
 	cnt := n.count
 	delay := n.delay
 	if n.policy != nil && dst != nil {
-		drop, extra := n.policy(cnt, c.addr, to, b)
+		drop, extra := n.policy(cnt, from, to, b)
 		if drop {
 			dst = nil
 		}
@@ -72,7 +73,7 @@ func (c *memConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if dst == nil {
 		return len(b), nil
 	}
-	p := memPkt{b: append([]byte(nil), b...), from: c.addr}
+	p := memPkt{b: append([]byte(nil), b...), from: from}
 	deliver := func(p memPkt) {
 		select {
 		case dst.in <- p:
@@ -105,13 +106,32 @@ func (c *memConn) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
 		c.n.mu.Lock()
-		delete(c.n.conns, c.addr)
+		if c.n.conns[c.addr] == c {
+			delete(c.n.conns, c.addr)
+		}
 		c.n.mu.Unlock()
 	})
 	return nil
 }
 
-func (c *memConn) LocalAddr() net.Addr                { return net.UDPAddrFromAddrPort(c.addr) }
+func (c *memConn) LocalAddr() net.Addr {
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	return net.UDPAddrFromAddrPort(c.addr)
+}
 func (c *memConn) SetDeadline(t time.Time) error      { return nil }
 func (c *memConn) SetReadDeadline(t time.Time) error  { return nil }
 func (c *memConn) SetWriteDeadline(t time.Time) error { return nil }
+
+// rebind moves the socket at old to a new address, as a NAT that changes
+// its mapping does: datagrams it sends come from new, and datagrams still
+// addressed to old are lost.
+func (n *memNet) rebind(old, new string) {
+	o, nw := netip.MustParseAddrPort(old), netip.MustParseAddrPort(new)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.conns[o]
+	delete(n.conns, o)
+	c.addr = nw
+	n.conns[nw] = c
+}

@@ -324,3 +324,55 @@ func TestKeyUpdate(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestNATRebinding moves the client to a new address in the middle of a
+// download: the server follows it after path validation, under a new
+// connection ID, and the download completes.
+func TestNATRebinding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		var dcids = map[string]bool{}
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = &Probe{OnPacketReceived: func(p PacketInfo) {
+			if p.Space == SpaceApplication {
+				dcids[string(p.DCID)] = true
+			}
+		}}
+		scfg := testServerConfig(t, "hq-interop")
+		sep, cep, c, err := pair(t, n, scfg, ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 1000); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- fetch(t.Context(), c, 2<<20) }()
+		time.Sleep(30 * time.Millisecond)
+		n.rebind(testClientAddr, "10.0.0.3:6000")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		var sc *Conn
+		sep.mu.Lock()
+		for x := range sep.all {
+			sc = x
+		}
+		sep.mu.Unlock()
+		var migrations uint64
+		var validated bool
+		sc.run(t.Context(), func(time.Time) { migrations, validated = sc.stats.migrations, sc.addrValidated })
+		if migrations != 1 || !validated {
+			t.Errorf("server saw %d migrations, path validated %v", migrations, validated)
+		}
+		if got := sc.RemoteAddr().String(); got != "10.0.0.3:6000" {
+			t.Errorf("server sends to %s", got)
+		}
+		if len(dcids) < 2 {
+			t.Errorf("server used %d connection IDs; want a new one after the address change", len(dcids))
+		}
+		c.Close(0, "")
+	})
+}
