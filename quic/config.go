@@ -64,6 +64,14 @@ type Config struct {
 	// datagrams until path MTU discovery lands.
 	MaxUDPPayloadSize uint64
 
+	// Allow0RTT lets a server accept 0-RTT data in resumed connections, and
+	// a client send 0-RTT data when it resumes a session whose ticket
+	// allows it (TLSConfig.ClientSessionCache must be set; see DialEarly).
+	// A server's Accept returns a connection that accepted 0-RTT before
+	// its handshake completes: 0-RTT data can be replayed (RFC 9001 §9.2),
+	// and the TLS state is complete only once the handshake is.
+	Allow0RTT bool
+
 	// RequireRetry makes a server answer every Initial without a valid
 	// token with a Retry packet (RFC 9000 §8.1.2).
 	RequireRetry bool

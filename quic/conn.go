@@ -33,6 +33,7 @@ type Conn struct {
 
 	// Closed by the loop.
 	handshakeDone chan struct{}
+	ready         chan struct{} // closed when 0-RTT or 1-RTT keys allow streams
 	loopDone      chan struct{}
 	closeErr      error // set before loopDone closes
 
@@ -199,6 +200,10 @@ func (c *Conn) IsClient() bool { return c.isClient }
 type ConnectionInfo struct {
 	Version uint32 // negotiated QUIC version
 	Retried bool   // the client processed a Retry / the server validated with one
+	// Resumed reports a TLS session resumption; Used0RTT that 0-RTT data
+	// was sent (client) or received (server) and not rejected.
+	Resumed  bool
+	Used0RTT bool
 	// VersionNegotiated reports that a Version Negotiation packet made
 	// the client change version.
 	VersionNegotiated bool

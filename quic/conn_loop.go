@@ -24,6 +24,14 @@ type connState struct {
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable []undecryptablePacket
 	keysChanged   bool
+	// 0-RTT state.
+	earlyWrite    *protect.Keys // client
+	earlyRead     *protect.Keys // server
+	remembered    *wire.TransportParameters
+	earlyRejected bool
+	sent0RTT      bool
+	recv0RTT      bool
+	accepted      bool // queued for Accept
 	processed     bool           // a packet of the current datagram was processed
 	dgramAddr     netip.AddrPort // source of the datagram being processed
 	lastDgramSize int
@@ -92,6 +100,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
+		ready:         make(chan struct{}),
 		loopDone:      make(chan struct{}),
 		acceptWake:    make(chan struct{}, 1),
 		acceptWakeUni: make(chan struct{}, 1),

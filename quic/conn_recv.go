@@ -122,7 +122,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		c.handleRetry(now, b[:h.PacketLen], &h)
 		return 0
 	case wire.PacketType0RTT:
-		return h.PacketLen // 0-RTT is not accepted yet: drop.
+		if c.isClient {
+			return h.PacketLen // RFC 9000 §17.2.3: only clients send 0-RTT.
+		}
 	}
 	if h.Long && uint32(h.Version) != c.version {
 		return h.PacketLen
@@ -133,7 +135,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		space = initialSpace
 	case wire.PacketTypeHandshake:
 		space = handshakeSpace
-	case wire.PacketType1RTT:
+	case wire.PacketType1RTT, wire.PacketType0RTT:
 		space = appSpace
 	default:
 		return h.PacketLen
@@ -144,7 +146,11 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	}
 	pkt := b[:h.PacketLen]
 	var hp *protect.HeaderProtector
-	if space == appSpace {
+	if h.Type == wire.PacketType0RTT {
+		if c.earlyRead != nil {
+			hp = c.earlyRead.HeaderProtector()
+		}
+	} else if space == appSpace {
 		hp = c.appKeys.ReadHeader()
 	} else if sp.readKeys != nil {
 		hp = sp.readKeys.HeaderProtector()
@@ -154,7 +160,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		// the Initial. RFC 9001 §4.1.4: "an endpoint MAY buffer packets
 		// ... that it cannot yet decrypt"; we keep a few and process them
 		// once the keys arrive.
-		if len(c.undecryptable) < maxUndecryptable && space != initialSpace {
+		if len(c.undecryptable) < maxUndecryptable && space != initialSpace && (h.Type != wire.PacketType0RTT || !c.handshakeComplete) {
 			c.undecryptable = append(c.undecryptable, undecryptablePacket{b: append([]byte(nil), b[:h.PacketLen]...), dgramSize: dgramSize, ecn: ecn})
 		}
 		return h.PacketLen
@@ -166,7 +172,12 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	pn := wire.DecodePacketNumber(sp.largestRecv, wire.ReadPacketNumber(pkt[h.PNOffset:], pnLen), pnLen*8)
 	hdrLen := h.PNOffset + pnLen
 	var payload []byte
-	if space == appSpace {
+	if h.Type == wire.PacketType0RTT {
+		payload, err = c.earlyRead.OpenPacket(pkt, hdrLen, pn)
+		if err == nil {
+			c.recv0RTT = true
+		}
+	} else if space == appSpace {
 		var updated bool
 		payload, updated, err = c.appKeys.Open(pkt[hdrLen:hdrLen], pkt[:hdrLen], pkt[hdrLen:], pn, boolBit(wire.KeyPhase(pkt[0])))
 		if err == nil && updated {
@@ -193,6 +204,12 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	}
 	if pn > sp.largestRecv || sp.largestRecv == wire.NoPacketNumber {
 		sp.largestRecv = pn
+	}
+	if h.Type == wire.PacketType1RTT && c.earlyRead != nil {
+		// RFC 9001 §4.9.3: "Servers MAY temporarily retain 0-RTT keys to
+		// allow decrypting reordered packets"; we drop them with the first
+		// 1-RTT packet.
+		c.earlyRead = nil
 	}
 	if c.isClient && !c.gotPeerPacket && h.Long {
 		// RFC 9000 §7.2: "the client MUST change the Destination

@@ -20,6 +20,7 @@ type builtPacket struct {
 	lenOff   int // offset of the Length field; -1 for short headers
 	end      int // end of the plaintext payload
 	pn       uint64
+	early    bool // a 0-RTT packet
 	ackElic  bool
 	inFlight bool
 	hasAck   bool
@@ -179,13 +180,20 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		}
 		if c.probe != nil && c.probe.OnPacketSent != nil {
 			hdrLen := p.pnOff + int(buf[p.start]&3) + 1
-			c.probe.OnPacketSent(PacketInfo{Space: int(p.space), Type: p.space.packetType(), PacketNumber: p.pn,
+			typ := p.space.packetType()
+			if p.early {
+				typ = wire.PacketType0RTT
+			}
+			c.probe.OnPacketSent(PacketInfo{Space: int(p.space), Type: typ, PacketNumber: p.pn,
 				Size: p.end + 16 - p.start, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID})
 		}
 		c.qlogPacketSent(now, p, buf)
 		pkt := buf[p.start : p.end : p.end+16]
 		var err error
-		if p.space == appSpace {
+		if p.early {
+			_, err = c.earlyWrite.SealPacket(pkt, p.pnOff-p.start, p.pn)
+			c.sent0RTT = true
+		} else if p.space == appSpace {
 			k := c.appKeys.Write()
 			_, err = k.SealPacket(pkt, p.pnOff-p.start, p.pn)
 		} else {
@@ -249,7 +257,12 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	if largestAcked < 0 {
 		pnLen = wire.EncodedPacketNumberLen(pn+1, 0)
 	}
-	if space == appSpace {
+	early := space == appSpace && c.sending0RTT()
+	p.early = early
+	if early {
+		h := wire.LongHeader{Version: wire.Version(c.version), Type: wire.PacketType0RTT, DCID: c.peerCID, SCID: c.localCID, PacketNumber: pn, PNLen: pnLen, LengthLen: 2}
+		buf, p.lenOff, p.pnOff = h.Append(buf)
+	} else if space == appSpace {
 		h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1}
 		buf, p.pnOff = h.Append(buf)
 	} else {
@@ -262,8 +275,8 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	payloadStart := len(buf)
 	log := &c.loss.logs[space]
 	log.begin()
-	// ACK first.
-	if sp.acks.canAck() {
+	// ACK first. RFC 9000 §12.4 Table 3: no ACK in 0-RTT packets.
+	if sp.acks.canAck() && !early {
 		var f wire.AckFrame
 		f.Ranges = c.ackRanges[:0]
 		exp := c.config.ackDelayExponent()
@@ -313,7 +326,12 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 // complete (0-RTT is not implemented).
 func (c *Conn) canSendIn(space spaceID) bool {
 	if space == appSpace {
-		return c.appKeys.Write() != nil && c.handshakeComplete
+		if c.isClient {
+			return c.appKeys.Write() != nil && c.handshakeComplete || c.sending0RTT()
+		}
+		// A server may send 1-RTT packets (0.5-RTT data) as soon as it
+		// has the keys, before the client's Finished (RFC 9001 §4.1.1).
+		return c.appKeys.Write() != nil
 	}
 	return c.spaces[space].canWrite()
 }
@@ -367,6 +385,14 @@ func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p
 		p.ackElic = true
 	}
 	if space != appSpace {
+		return buf
+	}
+	if p.early {
+		// 0-RTT carries stream data and flow control only.
+		c.mu.Lock()
+		buf = c.appendStreamControl(now, buf, end, log, p)
+		buf = c.appendStreamData(now, buf, end, log, p)
+		c.mu.Unlock()
 		return buf
 	}
 	if c.handshakeDonePending && len(buf)+1 <= end {

@@ -119,7 +119,7 @@ func (s *streamsState) newStreamLocked(id uint64) *Stream {
 // limit to allow it.
 func (c *Conn) openStream(ctx context.Context, bidi bool) (*Stream, error) {
 	select {
-	case <-c.handshakeDone:
+	case <-c.ready:
 	case <-c.loopDone:
 		return nil, c.closeErr
 	case <-ctx.Done():

@@ -13,9 +13,17 @@ import (
 // startTLS creates the TLS 1.3 state machine and runs it until it waits
 // for the peer.
 func (c *Conn) startTLS(now time.Time) error {
-	cfg := c.config.TLSConfig.Clone()
-	cfg.MinVersion = tls.VersionTLS13
-	qc := &tls.QUICConfig{TLSConfig: cfg}
+	var cfg *tls.Config
+	if c.isClient {
+		cfg = c.config.TLSConfig.Clone()
+		cfg.MinVersion = tls.VersionTLS13
+	} else {
+		// One configuration for all the endpoint's connections, so that
+		// they share the automatic session ticket keys and a ticket from
+		// one connection resumes on the next.
+		cfg = c.ep.serverTLS()
+	}
+	qc := &tls.QUICConfig{TLSConfig: cfg, EnableSessionEvents: true}
 	if c.isClient {
 		c.tls = tls.QUICClient(qc)
 	} else {
@@ -80,8 +88,12 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 			c.tls.SetTransportParameters(c.localTransportParams())
 		case tls.QUICHandshakeDone:
 			c.onHandshakeComplete(now)
-		case tls.QUICRejectedEarlyData, tls.QUICResumeSession, tls.QUICStoreSession:
-			// 0-RTT and resumption are not implemented yet.
+		case tls.QUICResumeSession:
+			c.onResumeSession(e.SessionState)
+		case tls.QUICStoreSession:
+			c.onStoreSession(e.SessionState)
+		case tls.QUICRejectedEarlyData:
+			c.onEarlyDataRejected()
 		case tls.QUICErrorEvent:
 			return c.tlsError(e.Err)
 		}
@@ -138,7 +150,7 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 	c.logSecret(level, secret, write)
 	switch level {
 	case tls.QUICEncryptionLevelEarly:
-		return nil // 0-RTT is not implemented yet; the secret is logged.
+		return c.installEarlyKeys(now, suite, secret, write)
 	case tls.QUICEncryptionLevelApplication:
 		var err error
 		if write {
@@ -191,7 +203,8 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 	c.mu.Lock()
 	c.tlsState = st
 	c.alpn = st.NegotiatedProtocol
-	c.info = ConnectionInfo{Version: c.version, Retried: c.gotRetry || c.retrySCID != nil, VersionNegotiated: c.gotVN}
+	c.info = ConnectionInfo{Version: c.version, Retried: c.gotRetry || c.retrySCID != nil, VersionNegotiated: c.gotVN,
+		Resumed: st.DidResume, Used0RTT: (c.sent0RTT || c.recv0RTT) && !c.earlyRejected}
 	c.mu.Unlock()
 	if !c.isClient {
 		// RFC 9001 §4.1.2: "the TLS handshake is considered confirmed at
@@ -199,14 +212,34 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 		// server sends HANDSHAKE_DONE.
 		c.handshakeDonePending = true
 		c.confirmHandshake(now)
-		select {
-		case c.ep.acceptq <- c:
-		default:
-			// Nobody accepts: refuse rather than block the loop.
-			c.closeLocal(now, localTransportError(wire.ConnectionRefused, 0, "accept queue full"))
+		c.sendSessionTicket()
+		if err := c.handleTLSEvents(now); err != nil {
+			c.closeLocal(now, err)
 		}
+		c.queueAccept(now)
 	}
+	if c.isClient {
+		// RFC 9001 §4.9.3: "a client ... MUST discard 0-RTT keys as soon
+		// as it installs 1-RTT keys".
+		c.earlyWrite = nil
+	}
+	c.markReady()
 	close(c.handshakeDone)
+}
+
+// queueAccept hands a server connection to Accept, once: at handshake
+// completion, or earlier when it accepts 0-RTT data.
+func (c *Conn) queueAccept(now time.Time) {
+	if c.accepted {
+		return
+	}
+	c.accepted = true
+	select {
+	case c.ep.acceptq <- c:
+	default:
+		// Nobody accepts: refuse rather than block the loop.
+		c.closeLocal(now, localTransportError(wire.ConnectionRefused, 0, "accept queue full"))
+	}
 }
 
 // confirmHandshake discards the Handshake keys. RFC 9001 §4.9.2: "An

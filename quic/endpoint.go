@@ -2,6 +2,7 @@ package quic
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ type Endpoint struct {
 	readDone  chan struct{}
 	tokens    *tokenProtector
 	noGSO     atomic.Bool // GSO failed once: send datagrams one by one
+	tlsOnce   sync.Once
+	tlsConf   *tls.Config
 	resetSalt [32]byte
 }
 
@@ -183,6 +186,15 @@ func (e *Endpoint) Close() error {
 // connection to addr. It returns once the handshake completes. Closing the
 // connection closes the socket.
 func Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	return dialNew(ctx, network, addr, cfg, false)
+}
+
+// DialEarly is Dial with 0-RTT; see Endpoint.DialEarly.
+func DialEarly(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	return dialNew(ctx, network, addr, cfg, true)
+}
+
+func dialNew(ctx context.Context, network, addr string, cfg *Config, early bool) (*Conn, error) {
 	laddr := ":0"
 	if network == "udp4" {
 		laddr = "0.0.0.0:0"
@@ -196,7 +208,7 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error)
 		pc.Close()
 		return nil, err
 	}
-	c, err := e.Dial(ctx, network, addr, cfg)
+	c, err := e.dial(ctx, network, addr, cfg, early)
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -208,6 +220,10 @@ func Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error)
 // Dial starts a client connection to addr from the endpoint's socket and
 // waits for its handshake to complete.
 func (e *Endpoint) Dial(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	return e.dial(ctx, network, addr, cfg, false)
+}
+
+func (e *Endpoint) dial(ctx context.Context, network, addr string, cfg *Config, early bool) (*Conn, error) {
 	if cfg == nil || cfg.TLSConfig == nil {
 		return nil, errors.New("quic: Dial needs a Config with a TLSConfig (ServerName, NextProtos)")
 	}
@@ -221,8 +237,12 @@ func (e *Endpoint) Dial(ctx context.Context, network, addr string, cfg *Config) 
 	if err != nil {
 		return nil, fmt.Errorf("quic: dial %s: %w", addr, err)
 	}
+	ready := c.handshakeDone
+	if early {
+		ready = c.ready
+	}
 	select {
-	case <-c.handshakeDone:
+	case <-ready:
 		return c, nil
 	case <-c.loopDone:
 		return nil, fmt.Errorf("quic: dial %s: %w", addr, c.closeErr)
@@ -231,6 +251,26 @@ func (e *Endpoint) Dial(ctx context.Context, network, addr string, cfg *Config) 
 		<-c.loopDone
 		return nil, fmt.Errorf("quic: dial %s: %w", addr, ctx.Err())
 	}
+}
+
+// DialEarly is Dial for 0-RTT: when the client resumes a session that
+// allows early data (Config.Allow0RTT and TLSConfig.ClientSessionCache),
+// it returns as soon as 0-RTT keys are ready, so that streams opened and
+// written now travel in 0-RTT packets. Otherwise it returns once the
+// handshake completes. The server may still reject the early data; the
+// engine then sends it again after the handshake.
+func (e *Endpoint) DialEarly(ctx context.Context, network, addr string, cfg *Config) (*Conn, error) {
+	return e.dial(ctx, network, addr, cfg, true)
+}
+
+// serverTLS returns the TLS configuration shared by the endpoint's server
+// connections.
+func (e *Endpoint) serverTLS() *tls.Config {
+	e.tlsOnce.Do(func() {
+		e.tlsConf = e.config.TLSConfig.Clone()
+		e.tlsConf.MinVersion = tls.VersionTLS13
+	})
+	return e.tlsConf
 }
 
 // register makes the endpoint route datagrams with cid to c.
