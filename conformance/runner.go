@@ -30,6 +30,13 @@ type Options struct {
 	ArtifactsDir string
 	// Progress, when set, is called after each scenario.
 	Progress func(done, total int, r Result)
+	// Revive, when set, restarts the target. The runner calls it when the
+	// target stops completing handshakes in the middle of a run (a probe
+	// crashed it), then runs again, alone, the scenarios that ended
+	// inconclusive meanwhile, and names the one after which the target
+	// died. Without it the scenarios left are reported inconclusive at
+	// once, with the reason.
+	Revive func(ctx context.Context) error
 }
 
 // grace is how long the runner waits past a scenario's deadline before it
@@ -64,11 +71,21 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 	if par <= 0 {
 		par = 4
 	}
+	h := newHealth(prof, opts.Revive)
 	results := make([]Result, len(scs))
+	suspect := make([]bool, len(scs))
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
+	report := func(i int) {
+		if opts.Progress != nil {
+			mu.Lock()
+			done++
+			opts.Progress(done, len(scs), results[i])
+			mu.Unlock()
+		}
+	}
 	for i, sc := range scs {
 		wg.Add(1)
 		go func() {
@@ -79,17 +96,54 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 				results[i] = skipped(sc, "the run was cancelled before the scenario started")
 				return
 			}
-			results[i] = runOne(ctx, prof, sc, opts)
-			<-sem
-			if opts.Progress != nil {
-				mu.Lock()
-				done++
-				opts.Progress(done, len(scs), results[i])
-				mu.Unlock()
+			defer func() { <-sem }()
+			epoch, skip := h.begin()
+			if skip != "" {
+				results[i] = skipped(sc, skip)
+				report(i)
+				return
+			}
+			r := runOne(ctx, prof, sc, opts)
+			suspect[i] = h.end(ctx, sc.ID, epoch, r.Verdict)
+			results[i] = r
+			if !suspect[i] || opts.Revive == nil {
+				report(i)
 			}
 		}()
 	}
 	wg.Wait()
+	// Scenarios that ended inconclusive while the target was dead run
+	// again, one at a time, so the one that kills the target is named.
+	for i, sc := range scs {
+		if !suspect[i] {
+			continue
+		}
+		if opts.Revive == nil || h.isDown() {
+			if h.isDown() {
+				results[i].Checks = append(results[i].Checks, CheckResult{Name: "target-alive", Verdict: Inconclusive,
+					Sentence: "The target stopped completing handshakes while this scenario (or one beside it) ran; the tester could not restart it."})
+			}
+			if opts.Revive != nil {
+				report(i)
+			}
+			continue
+		}
+		_, skip := h.begin()
+		if skip != "" {
+			results[i] = skipped(sc, skip)
+			report(i)
+			continue
+		}
+		r := runOne(ctx, prof, sc, opts)
+		h.gate.RUnlock()
+		if r.Verdict == Inconclusive && ctx.Err() == nil && !h.alive(ctx) {
+			revived := h.restart(ctx, fmt.Sprintf("the target stopped completing handshakes after %s", sc.ID))
+			r.Checks = append(r.Checks, crashNote(revived))
+			r.Facts = append(r.Facts, NewFact("target.stopped-answering", true))
+		}
+		results[i] = r
+		report(i)
+	}
 	return results
 }
 
