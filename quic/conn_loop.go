@@ -31,7 +31,7 @@ type connState struct {
 	earlyRejected bool
 	sent0RTT      bool
 	recv0RTT      bool
-	accepted      bool // queued for Accept
+	accepted      bool           // queued for Accept
 	processed     bool           // a packet of the current datagram was processed
 	dgramAddr     netip.AddrPort // source of the datagram being processed
 	lastDgramSize int
