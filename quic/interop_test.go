@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
 )
 
 var interopSizes = []int{1 << 10, 100 << 10, 1 << 20, 10 << 20}
@@ -119,29 +121,32 @@ func serveHQ(ctx context.Context, ep *quic.Endpoint, root string) {
 		if err != nil {
 			return
 		}
+		go serveConnHQ(ctx, c, root)
+	}
+}
+
+// serveConnHQ answers hq-interop requests on one connection.
+func serveConnHQ(ctx context.Context, c *quic.Conn, root string) {
+	for {
+		s, err := c.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
 		go func() {
-			for {
-				s, err := c.AcceptStream(ctx)
-				if err != nil {
-					return
-				}
-				go func() {
-					defer s.Close()
-					req, err := io.ReadAll(io.LimitReader(s, 4096))
-					if err != nil && !errors.Is(err, io.EOF) {
-						s.Reset(1)
-						return
-					}
-					line, _, _ := strings.Cut(string(req), "\n")
-					path := strings.TrimSpace(strings.TrimPrefix(line, "GET "))
-					b, err := os.ReadFile(filepath.Join(root, filepath.Clean("/"+path)))
-					if err != nil {
-						s.Reset(2)
-						return
-					}
-					s.Write(b)
-				}()
+			defer s.Close()
+			req, err := io.ReadAll(io.LimitReader(s, 4096))
+			if err != nil && !errors.Is(err, io.EOF) {
+				s.Reset(1)
+				return
 			}
+			line, _, _ := strings.Cut(string(req), "\n")
+			path := strings.TrimSpace(strings.TrimPrefix(line, "GET "))
+			b, err := os.ReadFile(filepath.Join(root, filepath.Clean("/"+path)))
+			if err != nil {
+				s.Reset(2)
+				return
+			}
+			s.Write(b)
 		}()
 	}
 }
@@ -455,4 +460,116 @@ func TestInteropRetryServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInterop0RTT resumes with 0-RTT against quic-go in both roles: a
+// Quiver client gets a ticket from a quic-go server and sends its second
+// request in 0-RTT; a quic-go client does the same to a Quiver server.
+func TestInterop0RTT(t *testing.T) {
+	t.Run("quiver-client", func(t *testing.T) {
+		im := needPeer(t, "quic-go", "server")
+		dir := t.TempDir()
+		root := filepath.Join(dir, "www")
+		os.Mkdir(root, 0o755)
+		writeFiles(t, root)
+		certFile, keyFile, err := peers.WriteSelfSignedCert(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := im.StartServer(ctx, peers.ServerOpts{CertFile: certFile, KeyFile: keyFile, Root: root, ALPN: peers.ALPNHQ, TestCase: "zerortt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop()
+		cache := tls.NewLRUClientSessionCache(4)
+		var early int
+		cfg := &quic.Config{
+			TLSConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}, ClientSessionCache: cache},
+			Allow0RTT: true,
+			Probe: &quic.Probe{OnPacketSent: func(pi quic.PacketInfo) {
+				if pi.Type == wire.PacketType0RTT {
+					early++
+				}
+			}},
+		}
+		n := interopSizes[0]
+		for i := 0; i < 2; i++ {
+			c, err := quic.DialEarly(ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial %d: %v\n%s", i, err, p.Output())
+			}
+			got, err := hqGet(ctx, c, "/"+fileName(n))
+			if err != nil || !bytes.Equal(got, content(n)) {
+				t.Fatalf("connection %d: %d bytes, %v", i, len(got), err)
+			}
+			if i == 0 {
+				time.Sleep(100 * time.Millisecond) // let the ticket arrive
+			}
+			info := c.ConnectionInfo()
+			c.Close(0, "")
+			if i == 1 && (!info.Resumed || !info.Used0RTT || early == 0) {
+				t.Fatalf("second connection: %+v, %d 0-RTT packets", info, early)
+			}
+		}
+	})
+	t.Run("quic-go-client", func(t *testing.T) {
+		im := needPeer(t, "quic-go", "client")
+		dir := t.TempDir()
+		root := filepath.Join(dir, "www")
+		os.Mkdir(root, 0o755)
+		writeFiles(t, root)
+		cert, _, err := peers.SelfSigned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{Allow0RTT: true, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{peers.ALPNHQ}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		var used0RTT atomic.Int32
+		go func() {
+			for {
+				c, err := ep.Accept(ctx)
+				if err != nil {
+					return
+				}
+				go func() {
+					<-c.Done()
+					if c.ConnectionInfo().Used0RTT {
+						used0RTT.Add(1)
+					}
+				}()
+				go serveConnHQ(ctx, c, root)
+			}
+		}()
+		var urls []string
+		for _, n := range interopSizes[:2] {
+			urls = append(urls, fmt.Sprintf("https://%s/%s", ep.Addr(), fileName(n)))
+		}
+		out := filepath.Join(dir, "out")
+		os.Mkdir(out, 0o755)
+		res, err := im.RunClient(ctx, peers.ClientOpts{URLs: urls, OutDir: out, ALPN: peers.ALPNHQ, TestCase: "zerortt"})
+		if err != nil {
+			o := ""
+			if res != nil {
+				o = res.Output
+			}
+			t.Fatalf("quic-go client: %v\n%s", err, o)
+		}
+		for _, n := range interopSizes[:2] {
+			got, _ := os.ReadFile(filepath.Join(out, fileName(n)))
+			if !bytes.Equal(got, content(n)) {
+				t.Fatalf("file %d: %d bytes", n, len(got))
+			}
+		}
+		ep.Close()
+		if used0RTT.Load() == 0 {
+			t.Errorf("no connection used 0-RTT")
+		}
+	})
 }
