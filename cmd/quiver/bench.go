@@ -32,9 +32,14 @@ type benchOpts struct {
 func benchCommand() *command {
 	return &command{
 		name:    "bench",
-		summary: "benchmark Quiver's RPC transports on loopback (subcommand: rpc)",
-		usage:   "rpc [flags]",
+		summary: "benchmark QUIC implementations and Quiver's RPC transports (subcommands: goodput, handshakes, sweep, ackfreq, rpc)",
+		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags]",
 		examples: []string{
+			"quiver bench goodput --impls quiver,quic-go,x/net,ngtcp2,tcp --size 100MB --runs 5",
+			"quiver bench handshakes --impls quiver,quic-go,tcp --n 500 --runs 5",
+			"quiver bench sweep --param rcvbuf --impls quiver,quic-go,ngtcp2 --size 100MB --runs 3",
+			"quiver bench ackfreq --paths terrestrial,asymmetric --ratios 2,10,adaptive",
+			"quiver bench goodput --help   (each subcommand lists its own flags; the flags below are rpc's)",
 			"quiver bench rpc --transports tcp,quic --conc 1,64,512 --sizes 581,1024",
 			"quiver bench rpc --transports tcp,quic --conc 64 --sizes 581 --grpc rpc/grpcbench --switch 200ms",
 		},
@@ -66,8 +71,13 @@ func splitInts(s string) ([]int, error) {
 
 func runBench(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 	o := opts.(*benchOpts)
+	if len(args) > 0 {
+		if sub, ok := quicBenches()[args[0]]; ok {
+			return sub(ctx, env, args[1:])
+		}
+	}
 	if len(args) == 0 || args[0] != "rpc" {
-		return fmt.Errorf("%w: the only benchmark is 'rpc'", errUsage)
+		return fmt.Errorf("%w: name a benchmark: goodput, handshakes, sweep, ackfreq or rpc", errUsage)
 	}
 	// Flags may also follow the subcommand name.
 	fs := flag.NewFlagSet("quiver bench rpc", flag.ContinueOnError)

@@ -15,6 +15,7 @@ import (
 type getOpts struct {
 	alpn, out, qlog, keylog string
 	insecure                bool
+	cpuprofile              string
 }
 
 func getCommand() *command {
@@ -33,6 +34,7 @@ func getCommand() *command {
 			fs.StringVar(&o.qlog, "qlog", "", "write a qlog file per connection under `dir`")
 			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
 			fs.BoolVar(&o.insecure, "insecure", false, "accept any server certificate")
+			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -40,6 +42,11 @@ func getCommand() *command {
 			if len(args) == 0 {
 				return fmt.Errorf("%w: get takes at least one URL", errUsage)
 			}
+			stopProfile, err := startCPUProfile(o.cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			cfg := transfer.ClientConfig{
 				ALPN:     splitList(o.alpn),
 				OutDir:   o.out,

@@ -16,6 +16,7 @@ import (
 type serveOpts struct {
 	addr, root, alpn, qlog, keylog, cert, key string
 	retry                                     bool
+	cpuprofile                                string
 }
 
 func serveCommand() *command {
@@ -37,6 +38,7 @@ func serveCommand() *command {
 			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
 			fs.StringVar(&o.cert, "cert", "", "certificate `file` (PEM); default: a generated self-signed one")
 			fs.StringVar(&o.key, "key", "", "private key `file` (PEM) for --cert")
+			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -44,6 +46,11 @@ func serveCommand() *command {
 			if len(args) > 0 {
 				return fmt.Errorf("%w: serve takes no arguments", errUsage)
 			}
+			stopProfile, err := startCPUProfile(o.cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			cfg := transfer.ServerConfig{
 				Addr:    o.addr,
 				Root:    o.root,

@@ -24,12 +24,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/quic-go/quic-go"
 )
@@ -86,6 +91,14 @@ type config struct {
 
 	keylog  string
 	qlogDir string
+
+	// handshakes, when positive, makes the client complete that many full
+	// handshakes with the first URL's server, parallel at a time, and
+	// report the rate instead of downloading (quiver bench handshakes).
+	handshakes int
+	parallel   int
+	// cpuprofile, when set, receives a pprof CPU profile of the whole run.
+	cpuprofile string
 }
 
 func main() {
@@ -109,9 +122,20 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if cfg.role == "server" {
+	if cfg.cpuprofile != "" {
+		stopProfile, perr := startCPUProfile(cfg.cpuprofile)
+		if perr != nil {
+			fmt.Fprintf(stderr, "quicgo-peer: %v\n", perr)
+			return 1
+		}
+		defer stopProfile()
+	}
+	switch {
+	case cfg.role == "server":
 		err = runServer(ctx, cfg)
-	} else {
+	case cfg.handshakes > 0:
+		err = runHandshakes(ctx, cfg, os.Stdout)
+	default:
 		err = runClient(ctx, cfg)
 	}
 	if err != nil {
@@ -142,6 +166,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		versions = fs.String("versions", "", "QUIC versions, most preferred first, e.g. v1,v2 (default: v2,v1 for TESTCASE=v2, else v1)")
 		keylog   = fs.String("keylog", os.Getenv("SSLKEYLOGFILE"), "NSS key log file (default: $SSLKEYLOGFILE)")
 		qlogDir  = fs.String("qlog", os.Getenv("QLOGDIR"), "qlog folder (default: $QLOGDIR)")
+		hs       = fs.Int("handshakes", 0, "client: complete `N` full handshakes with the first URL's server and print the rate instead of downloading")
+		parallel = fs.Int("parallel", 1, "client: handshakes in flight at once with -handshakes")
+		cpuprof  = fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: quicgo-peer [flags] [URL...]\n\nquic-go as an interop peer: server (hq-interop and h3) or client.\n\n")
@@ -152,21 +179,24 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 
 	cfg := &config{
-		role:     *role,
-		testcase: os.Getenv("TESTCASE"),
-		listen:   *listen,
-		certFile: *certFile,
-		keyFile:  *keyFile,
-		root:     *root,
-		output:   *output,
-		urls:     fs.Args(),
-		alpn:     *alpn,
-		insecure: *insecure,
-		caFile:   *caFile,
-		retry:    *retry,
-		zeroRTT:  *zeroRTT,
-		keylog:   *keylog,
-		qlogDir:  *qlogDir,
+		role:       *role,
+		testcase:   os.Getenv("TESTCASE"),
+		listen:     *listen,
+		certFile:   *certFile,
+		keyFile:    *keyFile,
+		root:       *root,
+		output:     *output,
+		urls:       fs.Args(),
+		alpn:       *alpn,
+		insecure:   *insecure,
+		caFile:     *caFile,
+		retry:      *retry,
+		zeroRTT:    *zeroRTT,
+		keylog:     *keylog,
+		qlogDir:    *qlogDir,
+		handshakes: *hs,
+		parallel:   max(*parallel, 1),
+		cpuprofile: *cpuprof,
 	}
 	if cfg.role == "" {
 		if cfg.listen != "" {
@@ -212,7 +242,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		if len(cfg.urls) == 0 {
 			return nil, errors.New("client needs URLs as arguments (or $REQUESTS)")
 		}
-		if cfg.output == "" {
+		if cfg.output == "" && cfg.handshakes == 0 {
 			return nil, errors.New("client needs -output (or $DOWNLOADS)")
 		}
 		if cfg.caFile == "" && certs != "" {
@@ -288,4 +318,75 @@ func baseTLSConfig(cfg *config, alpns ...string) (conf *tls.Config, closeKeyLog 
 	}
 	conf.KeyLogWriter = f
 	return conf, func() { f.Close() }, nil
+}
+
+// startCPUProfile starts a pprof CPU profile into path; the returned
+// function stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// runHandshakes completes cfg.handshakes full handshakes (no session
+// resumption: every connection starts without a ticket) with the first
+// URL's server, cfg.parallel at a time, closing each connection as soon as
+// it is established. It prints one line that quiver bench handshakes reads:
+//
+//	handshakes N elapsed-ns D
+func runHandshakes(ctx context.Context, cfg *config, stdout io.Writer) error {
+	u, err := url.Parse(cfg.urls[0])
+	if err != nil {
+		return fmt.Errorf("URL %q: %w", cfg.urls[0], err)
+	}
+	tlsConf, closeKeyLog, err := baseTLSConfig(cfg, cfg.alpn)
+	if err != nil {
+		return err
+	}
+	defer closeKeyLog()
+	tlsConf.InsecureSkipVerify = true
+	tlsConf.ServerName = u.Hostname()
+	qc, err := quicConfig(cfg)
+	if err != nil {
+		return err
+	}
+	addr := u.Host
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	start := time.Now()
+	for range cfg.parallel {
+		wg.Go(func() {
+			for next.Add(1) <= int64(cfg.handshakes) {
+				conn, err := quic.DialAddr(ctx, addr, tlsConf, qc)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("handshake with %s: %w", addr, err)
+					}
+					mu.Unlock()
+					return
+				}
+				_ = conn.CloseWithError(0, "")
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	fmt.Fprintf(stdout, "handshakes %d elapsed-ns %d\n", cfg.handshakes, time.Since(start).Nanoseconds())
+	return nil
 }

@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// checkResult asserts the shape every measurement must have: one
+// successful run per pair and configuration, positive numbers, and output
+// files that parse.
+func checkResult(t *testing.T, res *Result, wantCells int) {
+	t.Helper()
+	if len(res.Summaries) != wantCells {
+		t.Fatalf("%d summaries, want %d: %+v (unsupported: %+v)", len(res.Summaries), wantCells, res.Summaries, res.Unsupported)
+	}
+	for _, r := range res.Runs {
+		if r.Err != "" {
+			t.Errorf("run %s %s failed: %s", r.Config, r.Pair, r.Err)
+		}
+	}
+	for _, s := range res.Summaries {
+		if s.Rate.N != 1 || !(s.Rate.Median > 0) || !(s.ServerCPU.Median > 0) || !(s.ClientCPU.Median > 0) {
+			t.Errorf("%s %s: want one run with positive rate and CPU, got %+v", s.Config, s.Pair, s)
+		}
+	}
+	dir := t.TempDir()
+	paths, err := WriteFiles(dir, res.Kind, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".json", ".csv", ".txt", ".md", "-rate.svg", "-rate.png", "-cpu.svg", "-cpu.png"} {
+		p := filepath.Join(dir, res.Kind+ext)
+		st, err := os.Stat(p)
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty (wrote %v)", p, paths)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, res.Kind+".json"))
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil || back.Command != res.Command || len(back.Runs) != len(res.Runs) {
+		t.Errorf("JSON does not round-trip: %v", err)
+	}
+	f, _ := os.Open(filepath.Join(dir, res.Kind+".csv"))
+	defer f.Close()
+	cr := csv.NewReader(f)
+	cr.Comment = '#'
+	rows, err := cr.ReadAll()
+	if err != nil || len(rows) != len(res.Runs)+1 {
+		t.Errorf("CSV: %d rows, want %d: %v", len(rows), len(res.Runs)+1, err)
+	}
+	var lines bytes.Buffer
+	WriteBenchfmt(&lines, res)
+	rate, _ := units(res.Kind)
+	n := 0
+	for _, l := range strings.Split(lines.String(), "\n") {
+		if strings.HasPrefix(l, "Benchmark") {
+			n++
+			if !strings.Contains(l, " "+rate) || !strings.Contains(l, "ns/op") {
+				t.Errorf("benchmark line lacks units: %q", l)
+			}
+		}
+	}
+	if n != len(res.Runs) {
+		t.Errorf("%d benchmark lines, want %d", n, len(res.Runs))
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, res.Kind+".md"))
+	if !strings.Contains(string(md), res.Command) {
+		t.Errorf("report lacks the command line %q", res.Command)
+	}
+}
+
+func shortOptions(t *testing.T, pairs ...Pair) Options {
+	return Options{Pairs: pairs, Runs: 1, Bins: testBins, RunTimeout: time.Minute, Command: "test " + t.Name(), Dir: t.TempDir()}
+}
+
+func TestGoodputShort(t *testing.T) {
+	needPeer(t, filepath.Join(testBins.Peers, "quicgo-peer"))
+	o := shortOptions(t, Pair{"quiver", "quiver"}, Pair{"quic-go", "quic-go"}, Pair{"tcp", "tcp"})
+	o.Size = 2e6
+	o.Profile = true
+	res, err := Goodput(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res, 3)
+	for _, s := range res.Summaries {
+		for _, role := range []string{"server", "client"} {
+			sp, ok := s.Profiles[role]
+			if !ok {
+				t.Errorf("%s: no %s profile", s.Pair, role)
+				continue
+			}
+			if sum := sp.PacketIO + sp.Crypto + sp.Protocol + sp.Other; sp.Samples > 0 && (sum < 0.99 || sum > 1.01) {
+				t.Errorf("%s %s split sums to %f", s.Pair, role, sum)
+			}
+		}
+	}
+	if len(res.Summaries) == 3 && res.Summaries[0].Ratios["tcp<-tcp"] <= 0 {
+		t.Errorf("no ratio against tcp<-tcp: %+v", res.Summaries[0])
+	}
+}
+
+func TestHandshakesShort(t *testing.T) {
+	needPeer(t, filepath.Join(testBins.Peers, "quicgo-peer"))
+	o := shortOptions(t, Pair{"quiver", "quiver"}, Pair{"quic-go", "quic-go"}, Pair{"tcp", "tcp"})
+	o.Handshakes, o.Parallel = 5, 2
+	res, err := Handshakes(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res, 3)
+}
+
+func TestSweepShort(t *testing.T) {
+	needPeer(t, filepath.Join(testBins.Peers, "quicgo-peer"))
+	cfgs, err := SweepConfigs("cc", []string{"cubic", "reno"}, "loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := shortOptions(t, Pair{"quiver", "quiver"}, Pair{"quic-go", "quic-go"}, Pair{"tcp", "tcp"})
+	o.Size, o.Configs = 1e6, cfgs
+	res, err := Sweep(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// quic-go has no switch for its congestion controller: reno is
+	// reported unsupported, not run under another name.
+	checkResult(t, res, 5)
+	if len(res.Unsupported) != 1 || res.Unsupported[0].Pair != (Pair{"quic-go", "quic-go"}) || res.Unsupported[0].Config != "cc=reno" {
+		t.Errorf("unsupported = %+v, want quic-go under cc=reno", res.Unsupported)
+	}
+}
+
+func TestSweepVeth(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("namespaces need root")
+	}
+	cfgs, err := SweepConfigs("rate", []string{"1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := shortOptions(t, Pair{"quiver", "quiver"}, Pair{"tcp", "tcp"})
+	o.Size, o.Configs = 1e6, cfgs
+	res, err := Sweep(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res, 2)
+	for _, ns := range []string{nsServer, nsClient} {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+}
+
+func TestUnsupportedAndMissing(t *testing.T) {
+	o := shortOptions(t, Pair{"x/net", "tcp"}, Pair{"quiver", "quiver"})
+	o.Size = 1000
+	o.Bins.Quiver = filepath.Join(t.TempDir(), "no-such-quiver")
+	_, err := Goodput(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "nothing to run") {
+		t.Fatalf("err = %v, want nothing to run", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"100MB": 100e6, "1GiB": 1 << 30, "64KiB": 64 << 10, "5000": 5000, "2.5GB": 2.5e9, "10B": 10} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "MB", "-1MB", "abc", "0"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParsePairs(t *testing.T) {
+	ps, err := ParsePairs("ngtcp2<-quicgo, xnet:quiver,tcp<-tls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Pair{{"ngtcp2", "quic-go"}, {"x/net", "quiver"}, {"tcp", "tcp"}}
+	if len(ps) != len(want) {
+		t.Fatalf("got %v", ps)
+	}
+	for i := range want {
+		if ps[i] != want[i] {
+			t.Errorf("pair %d = %v, want %v", i, ps[i], want[i])
+		}
+	}
+	for _, bad := range []string{"quiver", "msquic<-quiver"} {
+		if _, err := ParsePairs(bad); err == nil {
+			t.Errorf("ParsePairs(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestPairALPN(t *testing.T) {
+	for _, c := range []struct {
+		srv, cli, want, got string
+		unsupported         bool
+	}{
+		{"quiver", "quic-go", "h3", "h3", false},
+		{"ngtcp2", "quic-go", "hq-interop", "h3", false},
+		{"x/net", "quiver", "h3", "hq-interop", false},
+		{"x/net", "ngtcp2", "", "", true},
+		{"tcp", "quiver", "", "", true},
+		{"tcp", "tcp", "h3", "http/1.1", false},
+	} {
+		s, _ := lookupImpl(c.srv)
+		cl, _ := lookupImpl(c.cli)
+		got, err := pairALPN(s, cl, c.want)
+		if c.unsupported != errors.Is(err, errUnsupported) || got != c.got {
+			t.Errorf("pairALPN(%s, %s, %s) = %q, %v", c.srv, c.cli, c.want, got, err)
+		}
+	}
+}
+
+func TestParseSNMP(t *testing.T) {
+	c := parseSNMP("Ip: Forwarding\nIp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 100 2 7 50 6 1\nUdpLite: InDatagrams\nUdpLite: 0\n")
+	if c != (UDPCounters{InDatagrams: 100, OutDatagrams: 50, InErrors: 7, RcvbufErrors: 6, SndbufErrors: 1}) {
+		t.Errorf("parseSNMP = %+v", c)
+	}
+	if d := c.sub(UDPCounters{InDatagrams: 40, RcvbufErrors: 6}); d.InDatagrams != 60 || d.RcvbufErrors != 0 {
+		t.Errorf("sub = %+v", d)
+	}
+}
+
+func TestStat(t *testing.T) {
+	s := stat([]float64{4, 1, 3, 2})
+	if s.N != 4 || s.Median != 2.5 || s.Min != 1 || s.Max != 4 || s.Spread != 120 {
+		t.Errorf("stat = %+v", s)
+	}
+	if s := stat(nil); s.N != 0 {
+		t.Errorf("stat(nil) = %+v", s)
+	}
+}
+
+func TestClassifyProfile(t *testing.T) {
+	fn := func(name string) *profile.Function { return &profile.Function{Name: name} }
+	loc := func(names ...string) *profile.Location {
+		l := &profile.Location{}
+		for _, n := range names {
+			l.Line = append(l.Line, profile.Line{Function: fn(n)})
+		}
+		return l
+	}
+	sample := func(v int64, locs ...*profile.Location) *profile.Sample {
+		return &profile.Sample{Value: []int64{v, v}, Location: locs}
+	}
+	p := &profile.Profile{Sample: []*profile.Sample{
+		sample(5, loc("internal/runtime/syscall.Syscall6"), loc("syscall.sendmsg"), loc("github.com/quiver-quic/quiver/quic.(*Conn).flushGSO")),
+		sample(3, loc("runtime.memmove"), loc("crypto/internal/fips140/aes/gcm.seal"), loc("github.com/quic-go/quic-go.(*packer).appendPacket")),
+		sample(2, loc("runtime.mallocgc"), loc("github.com/quiver-quic/quiver/quic/wire.AppendStream")),
+		sample(4, loc("runtime.scanobject"), loc("runtime.gcDrain")),
+		sample(6, loc("runtime.memclrNoHeapPointers")),
+	}}
+	sp := ClassifyProfile(p)
+	if sp.Samples != 5 || sp.PacketIO != 0.25 || sp.Crypto != 0.15 || sp.Protocol != 0.1 || sp.Other != 0.5 {
+		t.Errorf("ClassifyProfile = %+v, want io .25, crypto .15, protocol .1, other .5", sp)
+	}
+}
+
+func TestSweepConfigs(t *testing.T) {
+	cs, err := SweepConfigs("rcvbuf", []string{"0.5", "32"}, "loopback")
+	if err != nil || len(cs) != 2 || cs[0].Rmem != DefaultRmem/2 || cs[1].Rmem != 32*DefaultRmem || cs[1].Name != "rcvbuf=32x" {
+		t.Errorf("rcvbuf configs = %+v, %v", cs, err)
+	}
+	cs, err = SweepConfigs("rate", []string{"10"}, "")
+	if err != nil || cs[0].Topology != "veth" || cs[0].Rate != 10e9 {
+		t.Errorf("rate configs = %+v, %v", cs, err)
+	}
+	for _, bad := range [][2]string{{"cipher", "rc4"}, {"nope", "1"}, {"gso", "maybe"}, {"rcvbuf", "-1"}} {
+		if _, err := SweepConfigs(bad[0], []string{bad[1]}, ""); err == nil {
+			t.Errorf("SweepConfigs(%s=%s) succeeded", bad[0], bad[1])
+		}
+	}
+}

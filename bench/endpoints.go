@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic"
+)
+
+// The bench's own endpoints run inside the quiver binary as hidden
+// `quiver bench` subcommands, so that each is a process of its own and
+// its rusage is its own.
+
+// StartCPUProfile writes a pprof CPU profile to path until the returned
+// function is called; an empty path does nothing.
+func StartCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// TLSServer serves the files under root over TLS 1.3 on TCP with HTTP/1.1,
+// the study's TCP+TLS baseline built from Go's crypto/tls, until ctx ends.
+// cc, when set, is the TCP congestion controller of the accepted sockets.
+func TLSServer(ctx context.Context, addr, certFile, keyFile, root, cc string) error {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("load certificate: %w", err)
+	}
+	lc := net.ListenConfig{}
+	if cc != "" {
+		// Accepted sockets inherit the listener's congestion controller.
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, cc)
+			}); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("TCP congestion control %q: %w", cc, serr)
+			}
+			return nil
+		}
+	}
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: http.FileServer(http.Dir(root)),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS13,
+			NextProtos:   []string{"http/1.1"},
+		},
+		// HTTP/1.1 only, as the study's nginx and wget spoke.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(l, "", "") }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		srv.Close()
+		<-done
+		return nil
+	}
+}
+
+// TLSGet downloads rawURL over TLS 1.3 and HTTP/1.1 into outDir under the
+// URL's base name, without verifying the certificate.
+func TLSGet(ctx context.Context, rawURL, outDir string) (int64, error) {
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}},
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", rawURL, resp.Status)
+	}
+	return saveTo(outDir, req.URL, resp.Body)
+}
+
+func saveTo(outDir string, u *url.URL, body io.Reader) (int64, error) {
+	name := path.Base(u.Path)
+	if name == "/" || name == "." {
+		return 0, fmt.Errorf("URL %s names no file", u)
+	}
+	f, err := os.Create(filepath.Join(outDir, name))
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// HandshakeClient completes n full handshakes with the server at rawURL's
+// host, parallel at a time, and returns the time the loop took. impl is
+// "quiver" (Quiver's engine, QUIC with alpn) or "tcp" (crypto/tls over
+// TCP). No session is resumed: every handshake is a full one.
+func HandshakeClient(ctx context.Context, impl, rawURL, alpn string, n, parallel int) (time.Duration, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	tlsConf := &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname(), MinVersion: tls.VersionTLS13}
+	var dial func() error
+	switch impl {
+	case "quiver":
+		tlsConf.NextProtos = []string{alpn}
+		cfg := &quic.Config{TLSConfig: tlsConf}
+		dial = func() error {
+			c, err := quic.Dial(ctx, "udp", u.Host, cfg)
+			if err != nil {
+				return err
+			}
+			return c.Close(0, "")
+		}
+	case "tcp":
+		tlsConf.NextProtos = []string{"http/1.1"}
+		d := &tls.Dialer{Config: tlsConf}
+		dial = func() error {
+			c, err := d.DialContext(ctx, "tcp", u.Host)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}
+	default:
+		return 0, fmt.Errorf("handshake client %q: want quiver or tcp", impl)
+	}
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	begin := time.Now()
+	for range max(parallel, 1) {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := dial(); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("handshake with %s: %w", u.Host, err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(begin), firstErr
+}
+
+// QuiverEndpointConfig is the engine configuration of the bench's own
+// Quiver endpoint, used when a sweep sets a knob that `quiver serve` and
+// `quiver get` do not expose.
+type QuiverEndpointConfig struct {
+	CC string
+	// AckRatio is passed to AckPolicyHook when not zero.
+	AckRatio int
+}
+
+func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
+	switch q.CC {
+	case "":
+	case "cubic":
+		cfg.Congestion = quic.Cubic
+	case "reno":
+		cfg.Congestion = quic.NewReno
+	default:
+		return fmt.Errorf("congestion controller %q: want cubic or reno", q.CC)
+	}
+	if q.AckRatio != 0 {
+		return AckPolicyHook(cfg, q.AckRatio, server)
+	}
+	return nil
+}
+
+// QuiverServe serves the files under root over hq-interop with Quiver's
+// engine until ctx ends.
+func QuiverServe(ctx context.Context, addr, certFile, keyFile, root string, q QuiverEndpointConfig) error {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("load certificate: %w", err)
+	}
+	cfg := &quic.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"hq-interop"}}}
+	if err := q.apply(cfg, true); err != nil {
+		return err
+	}
+	dir, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	ep, err := quic.Listen("udp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ep.Close()
+	for {
+		conn, err := ep.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wg.Go(func() { serveHQConn(ctx, conn, dir) })
+	}
+}
+
+func serveHQConn(ctx context.Context, conn *quic.Conn, dir *os.Root) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		s, err := conn.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		wg.Go(func() {
+			req, err := bufio.NewReader(io.LimitReader(s, 4096)).ReadString('\n')
+			p, ok := strings.CutPrefix(strings.TrimSpace(req), "GET /")
+			if err != nil || !ok {
+				s.Reset(0x10b)
+				return
+			}
+			f, err := dir.Open(p)
+			if err != nil {
+				s.Reset(0x10b)
+				return
+			}
+			defer f.Close()
+			if _, err := io.Copy(s, f); err != nil {
+				s.Reset(0x102)
+				return
+			}
+			s.Close()
+		})
+	}
+}
+
+// QuiverGet downloads rawURL over hq-interop with Quiver's engine into
+// outDir.
+func QuiverGet(ctx context.Context, rawURL, outDir string, q QuiverEndpointConfig) (int64, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	cfg := &quic.Config{TLSConfig: &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname(), NextProtos: []string{"hq-interop"}}}
+	if err := q.apply(cfg, false); err != nil {
+		return 0, err
+	}
+	conn, err := quic.Dial(ctx, "udp", u.Host, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(0, "")
+	s, err := conn.OpenStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := io.WriteString(s, "GET "+u.EscapedPath()+"\r\n"); err != nil {
+		return 0, err
+	}
+	if err := s.CloseWrite(); err != nil {
+		return 0, err
+	}
+	return saveTo(outDir, u, s)
+}
+
+// ErrAckFrequencyUnavailable is what AckPolicyHook returns until the
+// engine's ACK frequency sender lands.
+var ErrAckFrequencyUnavailable = errors.New("ACK frequency sender policy not available until the engine's ACK-frequency sender lands (issue 4)")
+
+// AckPolicyHook applies an ACK frequency sender policy to an engine
+// configuration: ratio > 0 asks the peer for one ACK per ratio
+// ack-eliciting packets (1:ratio), -1 selects the adaptive policy. server
+// says which side the configuration is for; the policy matters on the
+// data sender (the server of a download), and the receiver must accept
+// the extension.
+//
+// The engine has no such setting yet (quic.Config has no ACK frequency
+// field), so the hook reports ErrAckFrequencyUnavailable and the ackfreq
+// bench reports those ratios as not available instead of measuring the
+// default policy under another name. When the engine's sender lands, this
+// is the one place to set its Config field.
+var AckPolicyHook = func(cfg *quic.Config, ratio int, server bool) error {
+	return ErrAckFrequencyUnavailable
+}

@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/quiver-quic/quiver/peers"
+)
+
+// Knobs are the settings the sweeps vary. The zero value leaves every
+// implementation at its own default. A knob an implementation cannot take
+// makes its configuration unsupported; it is never approximated.
+type Knobs struct {
+	// Cipher is the TLS 1.3 AEAD: aes128, aes256 or chacha20.
+	Cipher string `json:"cipher,omitempty"`
+	// CC is the sender's congestion controller: cubic, reno or bbr.
+	CC string `json:"cc,omitempty"`
+	// GSO switches the sender's UDP generic segmentation offload: on or off.
+	GSO string `json:"gso,omitempty"`
+	// AckRatio asks the data receiver for one ACK per AckRatio
+	// ack-eliciting packets (ACK frequency sender policy); 0 is the
+	// default of RFC 9000 (1:2), -1 the adaptive policy.
+	AckRatio int `json:"ack_ratio,omitempty"`
+}
+
+// Bins says where the endpoint programs are.
+type Bins struct {
+	// Quiver is the quiver binary (serve, get and the bench's helpers).
+	Quiver string
+	// Peers is the folder of quicgo-peer and xnet-peer.
+	Peers string
+}
+
+// DefaultBins finds the quiver binary and the peers' folder: this program
+// and its own folder when it is quiver (as bin/quiver sits beside the
+// peers that scripts/install-peers builds), else bin/ of the repository
+// (peers.BinDir, which $QUIVER_BIN overrides).
+func DefaultBins() (Bins, error) {
+	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "quiver" && os.Getenv("QUIVER_BIN") == "" {
+		return Bins{Quiver: exe, Peers: filepath.Dir(exe)}, nil
+	}
+	dir, err := peers.BinDir()
+	if err != nil {
+		return Bins{}, err
+	}
+	return Bins{Quiver: filepath.Join(dir, "quiver"), Peers: dir}, nil
+}
+
+// site is everything an endpoint's command line is made from.
+type site struct {
+	bins               Bins
+	cert, key, root    string
+	host               string
+	port               int
+	out                string
+	file               string
+	alpn               string
+	knobs              Knobs
+	profile            string // CPU profile file, or "" for none
+	serverNS, clientNS string
+}
+
+func (s *site) addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.port)) }
+func (s *site) url() string  { return "https://" + s.addr() + "/" + s.file }
+
+// impl is how the bench starts one implementation.
+type impl struct {
+	name  string
+	alpns []string
+	// proto is the server's transport: udp, or tcp for TCP+TLS.
+	proto string
+	// goProfile says whether the endpoints can write a Go CPU profile.
+	goProfile bool
+	server    func(s *site) (cmdSpec, error)
+	client    func(s *site) (cmdSpec, error)
+	// hsClient, when set, runs n full handshakes, parallel at a time, and
+	// prints "handshakes N elapsed-ns D".
+	hsClient func(s *site, n, parallel int) (cmdSpec, error)
+}
+
+// goCipherEnv maps the cipher knob for endpoints built on Go's crypto/tls,
+// whose TLS 1.3 suites cannot be chosen by configuration: a client whose
+// CPU reports no AES instructions puts ChaCha20-Poly1305 first, and Go
+// servers follow the client's preference. AES-256-GCM is never preferred.
+func goCipherEnv(k Knobs, client bool) ([]string, error) {
+	switch k.Cipher {
+	case "", "aes128":
+		return nil, nil
+	case "chacha20":
+		if client {
+			return []string{"GODEBUG=cpu.aes=off"}, nil
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("cipher %s with Go's crypto/tls: %w", k.Cipher, errUnsupported)
+}
+
+// only refuses a knob value other than the implementation's default.
+func only(knob, value string, allowed ...string) error {
+	if value == "" || slices.Contains(allowed, value) {
+		return nil
+	}
+	return fmt.Errorf("%s=%s: %w", knob, value, errUnsupported)
+}
+
+func profileArgs(flag, path string) []string {
+	if path == "" {
+		return nil
+	}
+	return []string{flag, path}
+}
+
+// impls is every implementation the bench knows, by name.
+var impls = map[string]*impl{
+	"quiver": {
+		name: "quiver", alpns: []string{peers.ALPNHQ, peers.ALPNH3}, proto: "udp", goProfile: true,
+		server: func(s *site) (cmdSpec, error) {
+			if err := only("gso", s.knobs.GSO, "on"); err != nil {
+				return cmdSpec{}, fmt.Errorf("%w (the engine has no GSO switch yet)", err)
+			}
+			if _, err := goCipherEnv(s.knobs, false); err != nil {
+				return cmdSpec{}, err
+			}
+			if s.knobs.CC != "" || s.knobs.AckRatio != 0 {
+				// quiver serve has no such flags: the bench's own hq-interop
+				// endpoint on the same engine takes them.
+				if err := only("cc", s.knobs.CC, "cubic", "reno"); err != nil {
+					return cmdSpec{}, err
+				}
+				args := []string{"bench", "quiver-serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root}
+				if s.knobs.CC != "" {
+					args = append(args, "--cc", s.knobs.CC)
+				}
+				if s.knobs.AckRatio != 0 {
+					args = append(args, "--ack-ratio", strconv.Itoa(s.knobs.AckRatio))
+				}
+				return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+			}
+			args := []string{"serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root, "--alpn", s.alpn}
+			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+		},
+		client: func(s *site) (cmdSpec, error) {
+			env, err := goCipherEnv(s.knobs, true)
+			if err != nil {
+				return cmdSpec{}, err
+			}
+			if s.knobs.CC != "" || s.knobs.AckRatio != 0 {
+				args := []string{"bench", "quiver-get", "--out", s.out}
+				if s.knobs.AckRatio != 0 {
+					args = append(args, "--ack-ratio", strconv.Itoa(s.knobs.AckRatio))
+				}
+				args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
+				return cmdSpec{Path: s.bins.Quiver, Args: args, Env: env, Netns: s.clientNS}, nil
+			}
+			args := []string{"get", "--insecure", "--alpn", s.alpn, "--out", s.out}
+			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: s.bins.Quiver, Args: args, Env: env, Netns: s.clientNS}, nil
+		},
+		hsClient: func(s *site, n, parallel int) (cmdSpec, error) {
+			args := []string{"bench", "hs-client", "--impl", "quiver", "--alpn", s.alpn, "--n", strconv.Itoa(n), "--parallel", strconv.Itoa(parallel)}
+			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: s.bins.Quiver, Args: args, Netns: s.clientNS}, nil
+		},
+	},
+	"quic-go": {
+		name: "quic-go", alpns: []string{peers.ALPNHQ, peers.ALPNH3}, proto: "udp", goProfile: true,
+		server: func(s *site) (cmdSpec, error) {
+			if err := only("cc", s.knobs.CC, "cubic"); err != nil {
+				return cmdSpec{}, err
+			}
+			if _, err := goCipherEnv(s.knobs, false); err != nil {
+				return cmdSpec{}, err
+			}
+			var env []string
+			if s.knobs.GSO == "off" {
+				env = append(env, "QUIC_GO_DISABLE_GSO=true")
+			}
+			args := []string{"-listen", s.addr(), "-cert", s.cert, "-key", s.key, "-root", s.root}
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: append(args, profileArgs("-cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
+		},
+		client: func(s *site) (cmdSpec, error) {
+			env, err := goCipherEnv(s.knobs, true)
+			if err != nil {
+				return cmdSpec{}, err
+			}
+			if s.knobs.GSO == "off" {
+				env = append(env, "QUIC_GO_DISABLE_GSO=true")
+			}
+			args := []string{"-output", s.out, "-alpn", s.alpn}
+			args = append(append(args, profileArgs("-cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: args, Env: env, Netns: s.clientNS}, nil
+		},
+		hsClient: func(s *site, n, parallel int) (cmdSpec, error) {
+			args := []string{"-handshakes", strconv.Itoa(n), "-parallel", strconv.Itoa(parallel), "-alpn", s.alpn}
+			args = append(append(args, profileArgs("-cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: args, Netns: s.clientNS}, nil
+		},
+	},
+	"x/net": {
+		// x/net's interop binary: NewReno only, no GSO, no profile flag.
+		name: "x/net", alpns: []string{peers.ALPNHQ}, proto: "udp",
+		server: func(s *site) (cmdSpec, error) {
+			if err := only("cc", s.knobs.CC, "reno"); err != nil {
+				return cmdSpec{}, err
+			}
+			if err := only("gso", s.knobs.GSO, "off"); err != nil {
+				return cmdSpec{}, err
+			}
+			if _, err := goCipherEnv(s.knobs, false); err != nil {
+				return cmdSpec{}, err
+			}
+			args := []string{"-listen", s.addr(), "-cert", s.cert, "-key", s.key, "-root", s.root}
+			// Its "transfer" test case shrinks the flow-control windows on
+			// purpose; "handshake" keeps the defaults (see peers).
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: args, Env: []string{"TESTCASE=handshake"}, Netns: s.serverNS}, nil
+		},
+		client: func(s *site) (cmdSpec, error) {
+			env, err := goCipherEnv(s.knobs, true)
+			if err != nil {
+				return cmdSpec{}, err
+			}
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: []string{"-output", s.out, s.url()},
+				Env: append(env, "TESTCASE=handshake"), Netns: s.clientNS}, nil
+		},
+	},
+	"ngtcp2": {
+		// Debian's ngtcp2 0.12.1 with GnuTLS: HTTP/3 only.
+		name: "ngtcp2", alpns: []string{peers.ALPNH3}, proto: "udp",
+		server: func(s *site) (cmdSpec, error) {
+			args := []string{"-q", "-d", s.root}
+			if err := only("cc", s.knobs.CC, "cubic", "reno", "bbr"); err != nil {
+				return cmdSpec{}, err
+			}
+			if s.knobs.CC != "" {
+				args = append(args, "--cc="+s.knobs.CC)
+			}
+			if s.knobs.GSO == "off" {
+				args = append(args, "--max-gso-dgrams=1")
+			}
+			return cmdSpec{Path: "/usr/sbin/gtlsserver", Args: append(args, s.host, strconv.Itoa(s.port), s.key, s.cert), Netns: s.serverNS}, nil
+		},
+		client: func(s *site) (cmdSpec, error) {
+			args := []string{"-q", "--exit-on-all-streams-close", "--download=" + s.out}
+			switch s.knobs.Cipher {
+			case "":
+			case "aes128":
+				args = append(args, "--ciphers="+gnutlsOnly("AES-128-GCM"))
+			case "aes256":
+				args = append(args, "--ciphers="+gnutlsOnly("AES-256-GCM"))
+			case "chacha20":
+				args = append(args, "--ciphers="+gnutlsOnly("CHACHA20-POLY1305"))
+			default:
+				return cmdSpec{}, fmt.Errorf("cipher %s: %w", s.knobs.Cipher, errUnsupported)
+			}
+			return cmdSpec{Path: "/usr/bin/gtlsclient", Args: append(args, s.host, strconv.Itoa(s.port), s.url()), Netns: s.clientNS}, nil
+		},
+	},
+	"tcp": {
+		// Go crypto/tls over TCP (TLS 1.3, HTTP/1.1), the study's baseline.
+		name: "tcp", alpns: []string{"http/1.1"}, proto: "tcp", goProfile: true,
+		server: func(s *site) (cmdSpec, error) {
+			if err := only("gso", s.knobs.GSO, "on"); err != nil {
+				return cmdSpec{}, fmt.Errorf("%w (TCP segmentation is the kernel's)", err)
+			}
+			if _, err := goCipherEnv(s.knobs, false); err != nil {
+				return cmdSpec{}, err
+			}
+			args := []string{"bench", "tls-serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root}
+			if s.knobs.CC != "" {
+				args = append(args, "--cc", s.knobs.CC)
+			}
+			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+		},
+		client: func(s *site) (cmdSpec, error) {
+			env, err := goCipherEnv(s.knobs, true)
+			if err != nil {
+				return cmdSpec{}, err
+			}
+			args := []string{"bench", "tls-get", "--out", s.out}
+			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: s.bins.Quiver, Args: args, Env: env, Netns: s.clientNS}, nil
+		},
+		hsClient: func(s *site, n, parallel int) (cmdSpec, error) {
+			args := []string{"bench", "hs-client", "--impl", "tcp", "--n", strconv.Itoa(n), "--parallel", strconv.Itoa(parallel)}
+			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
+			return cmdSpec{Path: s.bins.Quiver, Args: args, Netns: s.clientNS}, nil
+		},
+	},
+}
+
+// gnutlsOnly is a GnuTLS priority string that allows TLS 1.3 with one AEAD.
+func gnutlsOnly(cipher string) string {
+	return "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+" + cipher
+}
+
+// ImplNames lists the implementations the bench can run.
+func ImplNames() []string { return []string{"quiver", "quic-go", "x/net", "ngtcp2", "tcp"} }
+
+// lookupImpl finds an implementation by name or alias.
+func lookupImpl(name string) (*impl, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	switch n {
+	case "quicgo":
+		n = "quic-go"
+	case "xnet", "go-x-net":
+		n = "x/net"
+	case "tls", "tcp+tls":
+		n = "tcp"
+	}
+	if im, ok := impls[n]; ok {
+		return im, nil
+	}
+	return nil, fmt.Errorf("unknown implementation %q (have %s)", name, strings.Join(ImplNames(), ", "))
+}
+
+// pairALPN picks the application protocol a pair speaks: want when both
+// speak it, else the first the server speaks that the client also does.
+func pairALPN(srv, cli *impl, want string) (string, error) {
+	if srv.proto != cli.proto {
+		return "", fmt.Errorf("%s server and %s client: %w (one is TCP, the other QUIC)", srv.name, cli.name, errUnsupported)
+	}
+	if srv.proto == "tcp" {
+		return "http/1.1", nil
+	}
+	if want != "" && slices.Contains(srv.alpns, want) && slices.Contains(cli.alpns, want) {
+		return want, nil
+	}
+	for _, a := range srv.alpns {
+		if slices.Contains(cli.alpns, a) {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("%s server and %s client share no application protocol: %w", srv.name, cli.name, errUnsupported)
+}

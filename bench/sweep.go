@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DefaultRmem is the study's (and Linux's usual) default receive buffer,
+// net.core.rmem_default = 212,992 bytes; the receive-buffer sweep scales it.
+const DefaultRmem = 212992
+
+// SweepParams lists the parameters Sweep can vary, with their default values.
+var SweepParams = map[string]string{
+	"rcvbuf":   "0.5,1,2,4,8,16,32",
+	"gso":      "on,off",
+	"cipher":   "aes128,aes256,chacha20",
+	"cc":       "cubic,reno,bbr",
+	"rate":     "1,5,10",
+	"topology": "loopback,veth",
+}
+
+// SweepConfigs turns a parameter and its values into configurations, all
+// on topology ("loopback" or "veth") unless the parameter is the topology
+// or the link rate (Gbit/s, which needs the veth pair).
+func SweepConfigs(param string, values []string, topology string) ([]Config, error) {
+	if topology == "" {
+		topology = "loopback"
+	}
+	if topology != "loopback" && topology != "veth" {
+		return nil, fmt.Errorf("topology %q: want loopback or veth", topology)
+	}
+	if _, ok := SweepParams[param]; !ok {
+		return nil, fmt.Errorf("sweep parameter %q: want one of rcvbuf, gso, cipher, cc, rate, topology", param)
+	}
+	var out []Config
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		c := Config{Name: param + "=" + v, Topology: topology}
+		switch param {
+		case "rcvbuf":
+			f, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
+			if err != nil || f <= 0 {
+				return nil, fmt.Errorf("receive buffer factor %q: want a positive number such as 0.5 or 32", v)
+			}
+			c.Name = fmt.Sprintf("rcvbuf=%gx", f)
+			c.Rmem = int(f * DefaultRmem)
+		case "gso":
+			if v != "on" && v != "off" {
+				return nil, fmt.Errorf("gso %q: want on or off", v)
+			}
+			c.Knobs.GSO = v
+		case "cipher":
+			if v != "aes128" && v != "aes256" && v != "chacha20" {
+				return nil, fmt.Errorf("cipher %q: want aes128, aes256 or chacha20", v)
+			}
+			c.Knobs.Cipher = v
+		case "cc":
+			if v != "cubic" && v != "reno" && v != "bbr" {
+				return nil, fmt.Errorf("congestion controller %q: want cubic, reno or bbr", v)
+			}
+			c.Knobs.CC = v
+		case "rate":
+			g, err := strconv.ParseFloat(strings.TrimSuffix(v, "gbit"), 64)
+			if err != nil || g < 0 {
+				return nil, fmt.Errorf("rate %q: want Gbit/s such as 1, 5 or 10 (0: unshaped veth)", v)
+			}
+			c.Name = fmt.Sprintf("veth-%ggbit", g)
+			if g == 0 {
+				c.Name = "veth-unshaped"
+			}
+			c.Topology, c.Rate = "veth", int64(g*1e9)
+		case "topology":
+			if v != "loopback" && v != "veth" {
+				return nil, fmt.Errorf("topology %q: want loopback or veth", v)
+			}
+			c.Name, c.Topology = v, v
+		}
+		if c.Topology == "veth" && param != "rate" && param != "topology" {
+			c.Name += "/veth"
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Sweep measures goodput for every pair across the configurations in
+// o.Configs, alternating between them run by run.
+func Sweep(ctx context.Context, o Options) (*Result, error) {
+	if len(o.Configs) == 0 {
+		return nil, fmt.Errorf("a sweep needs configurations")
+	}
+	if o.Size <= 0 {
+		return nil, fmt.Errorf("file size must be positive")
+	}
+	return measure(ctx, &o, "sweep")
+}
