@@ -145,46 +145,30 @@ var (
 		"multiconnect", "chacha20", "keyupdate", "v2", "ecn", "versionnegotiation"}
 	quicgoClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3",
 		"multiconnect", "keyupdate", "v2", "ecn"}
-	allCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3",
-		"multiconnect", "chacha20", "keyupdate", "v2", "ecn", "versionnegotiation",
-		"connectionmigration", "ackfrequency"}
+	// Kept in step with interop/endpoint's ServerCases and ClientCases
+	// (a test there checks it; peers does not import the engine).
+	quiverServerCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "chacha20",
+		"keyupdate", "v2", "versionnegotiation"}
+	quiverClientCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "keyupdate"}
 )
 
 // manifest is every implementation Quiver knows how to start.
 var manifest = []Impl{
 	{
-		Name:        "quiver",
-		URL:         "https://github.com/quiver-quic/quiver",
-		ALPNs:       []string{ALPNHQ, ALPNH3},
-		Versions:    []string{"v1", "v2"},
-		ServerCases: allCases,
-		ClientCases: allCases,
-		// Quiver's own commands: `quiver serve` and `quiver get` (package
-		// transfer). The contract's environment is passed along for the
-		// endpoint that follows it fully (the interop issue).
-		Server: &Command{
-			Path: "quiver",
-			Args: []string{"serve", "--addr", "{ADDR}", "--cert", "{CERT}", "--key", "{KEY}", "--root", "{ROOT}", "{OPTS}"},
-			Env:  contractEnv("server"),
-			When: map[string]Extra{
-				"retry":  {Args: []string{"--retry"}},
-				"keylog": {Args: []string{"--keylog", "{KEYLOG}"}},
-				"qlog":   {Args: []string{"--qlog", "{QLOGDIR}"}},
-				"alpn":   {Args: []string{"--alpn", "{ALPN}"}},
-			},
-		},
-		Client: &Command{
-			Path: "quiver",
-			Args: []string{"get", "--insecure", "--out", "{OUT}", "{OPTS}", "{URLS}"},
-			Env:  contractEnv("client"),
-			When: map[string]Extra{
-				"keylog": {Args: []string{"--keylog", "{KEYLOG}"}},
-				"qlog":   {Args: []string{"--qlog", "{QLOGDIR}"}},
-				"alpn":   {Args: []string{"--alpn", "{ALPN}"}},
-			},
-		},
-		Install: "go build -o bin/quiver ./cmd/quiver (make build)",
-		Notes:   "Quiver's own engine through `quiver serve` and `quiver get`.",
+		Name:     "quiver",
+		URL:      "https://github.com/quiver-quic/quiver",
+		ALPNs:    []string{ALPNHQ, ALPNH3},
+		Versions: []string{"v1", "v2"},
+		// The endpoint of interop/endpoint (`quiver interop endpoint`),
+		// which follows the runner's contract; its lists say what the
+		// engine can do today (no resumption, 0-RTT, ECN, preferred
+		// address, ACK_FREQUENCY or compatible version negotiation yet).
+		ServerCases: quiverServerCases,
+		ClientCases: quiverClientCases,
+		Server:      adapterServer("quiver", "interop", "endpoint"),
+		Client:      adapterClient("quiver", "interop", "endpoint"),
+		Install:     "go build -o bin/quiver ./cmd/quiver (make build)",
+		Notes:       "Quiver's own engine through `quiver interop endpoint` (interop/endpoint).",
 	},
 	{
 		Name:        "quic-go",

@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/quiver-quic/quiver/interop"
+	"github.com/quiver-quic/quiver/interop/endpoint"
 )
 
 type demoOpts struct {
@@ -92,9 +94,10 @@ func interopCommand() *command {
 	return &command{
 		name:    "interop",
 		summary: "pair clients and servers of different implementations over emulated links",
-		usage:   "[flags]",
+		usage:   "[flags] | endpoint [endpoint flags] [URL...]",
 		examples: []string{
 			"quiver interop --clients quiver,quic-go --servers quic-go,x/net,ngtcp2 --tests handshake,transfer",
+			"ROLE=server TESTCASE=handshake WWW=./www CERTS=./certs PORT=4433 quiver interop endpoint",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &interopOpts{}
@@ -106,6 +109,14 @@ func interopCommand() *command {
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 			o := opts.(*interopOpts)
+			if len(args) > 0 && args[0] == "endpoint" {
+				// The endpoint that follows the runner's contract
+				// (ROLE, TESTCASE, …; exit 127 for unsupported).
+				if code := endpoint.Main(ctx, args[1:], os.Getenv, env.stderr); code != 0 {
+					return exitError{code}
+				}
+				return nil
+			}
 			if len(args) > 0 {
 				return fmt.Errorf("%w: interop takes no arguments", errUsage)
 			}

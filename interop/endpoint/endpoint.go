@@ -1,0 +1,366 @@
+// Package endpoint is Quiver's interop endpoint: a server and a client on
+// Quiver's engine that follow the interop runner's endpoint contract
+// (interop-and-benchmarks.md §2: ROLE, TESTCASE, REQUESTS, SSLKEYLOGFILE,
+// QLOGDIR, WWW, DOWNLOADS, CERTS, PORT, exit status 127 for a test case it
+// does not support), so that Quiver can join Quiver's own matrix and the
+// established runner alike. `quiver interop endpoint` runs it.
+//
+// The same flags as the quic-go adapter and the x/net interop binary are
+// accepted (-listen, -cert, -key, -root, -retry; -output, -alpn, -ca and
+// URLs as arguments); a flag wins over the environment.
+//
+// It lives apart from package interop so that the runner, which judges
+// every implementation, does not link the engine it judges.
+package endpoint
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quiver-quic/quiver/h3"
+	"github.com/quiver-quic/quiver/keylog"
+	"github.com/quiver-quic/quiver/qlog"
+	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/transfer"
+)
+
+// ExitUnsupported is the contract's status for a test case the endpoint
+// does not support (§2.3); it also answers unknown names.
+const ExitUnsupported = 127
+
+// The endpoint TESTCASE values each role supports, and why the others are
+// not: the engine has no session resumption or 0-RTT yet, no ECN on its
+// sockets, no preferred_address, no ACK_FREQUENCY, and no compatible
+// version negotiation (RFC 9368), which "v2" needs from a client, and a
+// client cannot start with a reserved version (versionnegotiation: the
+// engine's Dial refuses a version it has no Initial salt for);
+// crypto/tls cannot restrict a client's TLS 1.3 cipher suites (chacha20).
+var (
+	ServerCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "chacha20",
+		"keyupdate", "v2", "versionnegotiation"}
+	ClientCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "keyupdate"}
+)
+
+// options are the endpoint's settings, from the environment and flags.
+type options struct {
+	role, testcase                 string
+	listen, cert, key, root        string
+	retry                          bool
+	output, alpn, ca, keylog, qlog string
+	urls                           []string
+}
+
+// Main runs the endpoint with args (flags and URLs), reading the contract
+// from getenv, and returns the process's exit status.
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o := options{role: getenv("ROLE"), testcase: getenv("TESTCASE"), keylog: getenv("SSLKEYLOGFILE"), qlog: getenv("QLOGDIR")}
+	certs := getenv("CERTS")
+	if certs != "" {
+		o.cert, o.key, o.ca = filepath.Join(certs, "cert.pem"), filepath.Join(certs, "priv.key"), filepath.Join(certs, "ca.pem")
+	}
+	o.root, o.output = getenv("WWW"), getenv("DOWNLOADS")
+	if p := getenv("PORT"); p != "" {
+		o.listen = net.JoinHostPort("", p)
+	}
+	fs := flag.NewFlagSet("endpoint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", o.listen, "server: UDP `address` to listen on")
+	fs.StringVar(&o.cert, "cert", o.cert, "server: certificate chain `file` (PEM)")
+	fs.StringVar(&o.key, "key", o.key, "server: private key `file` (PEM)")
+	fs.StringVar(&o.root, "root", o.root, "server: `directory` of files to serve")
+	fs.BoolVar(&o.retry, "retry", false, "server: validate addresses with Retry (also TESTCASE=retry)")
+	fs.StringVar(&o.output, "output", o.output, "client: download `directory`")
+	fs.StringVar(&o.alpn, "alpn", "", "client: application `protocol` (default by TESTCASE)")
+	fs.StringVar(&o.ca, "ca", o.ca, "client: CA certificate `file`; without one the server is not verified")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.urls = fs.Args()
+	if len(o.urls) == 0 {
+		o.urls = strings.Fields(getenv("REQUESTS"))
+	}
+	if o.role == "" {
+		o.role = "client"
+		if len(o.urls) == 0 {
+			o.role = "server"
+		}
+	}
+	if o.testcase == "" {
+		o.testcase = "transfer"
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	var err error
+	switch o.role {
+	case "server":
+		if !slices.Contains(ServerCases, o.testcase) {
+			logf("server: test case %q not supported", o.testcase)
+			return ExitUnsupported
+		}
+		err = runServer(ctx, &o, logf)
+	case "client":
+		if !slices.Contains(ClientCases, o.testcase) {
+			logf("client: test case %q not supported", o.testcase)
+			return ExitUnsupported
+		}
+		err = runClient(ctx, &o, logf)
+	default:
+		logf("ROLE %q is neither server nor client", o.role)
+		return 2
+	}
+	if err != nil {
+		logf("%s: %v", o.role, err)
+		return 1
+	}
+	return 0
+}
+
+func openKeyLog(p string) (io.WriteCloser, error) {
+	if p == "" {
+		return nil, nil
+	}
+	return keylog.OpenFile(p)
+}
+
+func runServer(ctx context.Context, o *options, logf func(string, ...any)) error {
+	if o.cert == "" || o.key == "" || o.root == "" || o.listen == "" {
+		return errors.New("needs a certificate, a key, a root and an address (CERTS, WWW, PORT or -cert, -key, -root, -listen)")
+	}
+	c, err := tls.LoadX509KeyPair(o.cert, o.key)
+	if err != nil {
+		return fmt.Errorf("load certificate: %w", err)
+	}
+	cfg := transfer.ServerConfig{
+		Addr: o.listen, Root: o.root, Certificate: &c, QlogDir: o.qlog, Logf: logf,
+		Retry: o.retry || o.testcase == "retry",
+		// Only v2 accepts a client that starts in v2; everywhere else the
+		// contract pins v1 (§2.6).
+		Versions: []uint32{quic.Version1},
+	}
+	if o.testcase == "v2" {
+		cfg.Versions = []uint32{quic.Version1, quic.Version2}
+	}
+	if o.testcase == "http3" {
+		cfg.ALPN = []string{h3.ALPNH3}
+	} else {
+		cfg.ALPN = []string{h3.ALPNHQInterop}
+	}
+	kl, err := openKeyLog(o.keylog)
+	if err != nil {
+		return err
+	}
+	if kl != nil {
+		defer kl.Close()
+		cfg.KeyLog = kl
+	}
+	s, err := transfer.Listen(cfg)
+	if err != nil {
+		return err
+	}
+	logf("serving %s on %s (TESTCASE=%s)", o.root, s.Addr(), o.testcase)
+	return s.Serve(ctx)
+}
+
+// client is one run of the client role.
+type client struct {
+	o    *options
+	logf func(string, ...any)
+	cfg  *quic.Config
+}
+
+func runClient(ctx context.Context, o *options, logf func(string, ...any)) error {
+	if len(o.urls) == 0 || o.output == "" {
+		return errors.New("needs URLs and a download folder (REQUESTS and DOWNLOADS, or -output and arguments)")
+	}
+	alpn := o.alpn
+	if alpn == "" {
+		alpn = h3.ALPNHQInterop
+		if o.testcase == "http3" {
+			alpn = h3.ALPNH3
+		}
+	}
+	u, err := url.Parse(o.urls[0])
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("URL %q has no host", o.urls[0])
+	}
+	tc := &tls.Config{ServerName: u.Hostname(), NextProtos: []string{alpn}, InsecureSkipVerify: true}
+	if o.ca != "" {
+		pem, err := os.ReadFile(o.ca)
+		if err != nil {
+			return fmt.Errorf("CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("CA %s: no certificate", o.ca)
+		}
+		tc.RootCAs, tc.InsecureSkipVerify = pool, false
+	}
+	cfg := &quic.Config{TLSConfig: tc, Versions: []uint32{quic.Version1}}
+	switch o.testcase {
+	case "transfer":
+		// The test asks for flow-control windows small enough that the
+		// server needs MAX_DATA and MAX_STREAM_DATA (§5.2).
+		cfg.InitialMaxData, cfg.InitialMaxStreamData = 1<<20, 512<<10
+	}
+	kl, err := openKeyLog(o.keylog)
+	if err != nil {
+		return err
+	}
+	if kl != nil {
+		defer kl.Close()
+		cfg.KeyLog = kl
+	}
+	if o.qlog != "" {
+		cfg.Tracer = func(odcid []byte, _ bool) qlog.Recorder {
+			w, err := qlog.NewFileWriter(o.qlog, odcid, qlog.VantageClient)
+			if err != nil {
+				logf("qlog: %v", err)
+				return nil
+			}
+			return w
+		}
+	}
+	if err := os.MkdirAll(o.output, 0o755); err != nil {
+		return err
+	}
+	c := &client{o: o, logf: logf, cfg: cfg}
+	if o.testcase == "multiconnect" {
+		// One connection per request, one after the other (§5.14).
+		for _, raw := range o.urls {
+			if err := c.fetch(ctx, []string{raw}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.fetch(ctx, o.urls)
+}
+
+// fetch downloads urls over one connection, concurrently.
+func (c *client) fetch(ctx context.Context, urls []string) error {
+	u, _ := url.Parse(urls[0])
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	conn, err := quic.Dial(ctx, "udp", host, c.cfg)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", host, err)
+	}
+	info := conn.ConnectionInfo()
+	c.logf("connected to %s: version %#x, ALPN %s", host, info.Version, conn.ALPN())
+	var cc *h3.ClientConn
+	if conn.ALPN() == h3.ALPNH3 {
+		if cc, err = h3.NewClientConn(ctx, h3.FromQUIC(conn), nil); err != nil {
+			conn.Close(0x0102, "")
+			return err
+		}
+	}
+	// keyupdate: the client updates its keys once the transfer is under
+	// way. A server 1-RTT packet carrying data follows HANDSHAKE_DONE in
+	// practice, so 64 KiB of body means the handshake is confirmed
+	// (RFC 9001 §6: no update before that).
+	var received atomic.Int64
+	var updateOnce sync.Once
+	onBytes := func(n int) {
+		if c.o.testcase != "keyupdate" || received.Add(int64(n)) < 64<<10 {
+			return
+		}
+		updateOnce.Do(func() {
+			if err := conn.ForceKeyUpdate(); err != nil {
+				c.logf("key update: %v", err)
+			} else {
+				c.logf("key update started after %d bytes", received.Load())
+			}
+		})
+	}
+	errs := make([]error, len(urls))
+	var wg sync.WaitGroup
+	for i, raw := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.get(ctx, conn, cc, raw, onBytes)
+		}()
+	}
+	wg.Wait()
+	if cc != nil {
+		cc.Close()
+		conn.Close(uint64(h3.ErrCodeNoError), "")
+	} else {
+		conn.Close(0, "")
+	}
+	return errors.Join(errs...)
+}
+
+// get downloads one URL into the download folder, under its base name.
+func (c *client) get(ctx context.Context, conn *quic.Conn, cc *h3.ClientConn, raw string, onBytes func(int)) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	name := path.Base(u.Path)
+	if name == "/" || name == "." {
+		return fmt.Errorf("%s: no file name", raw)
+	}
+	f, err := os.Create(filepath.Join(c.o.output, name))
+	if err != nil {
+		return err
+	}
+	w := &countingWriter{w: f, fn: onBytes}
+	if cc == nil {
+		_, err = h3.GetHQ(ctx, h3.FromQUIC(conn), u.EscapedPath(), w)
+	} else {
+		err = getH3(ctx, cc, u, w)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name()) // a partial file must not pass for a download
+		return fmt.Errorf("%s: %w", raw, err)
+	}
+	return nil
+}
+
+func getH3(ctx context.Context, cc *h3.ClientConn, u *url.URL, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+type countingWriter struct {
+	w  io.Writer
+	fn func(int)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.fn(n)
+	return n, err
+}
