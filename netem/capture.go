@@ -59,6 +59,9 @@ type Event struct {
 	Src, Dst netip.AddrPort
 	// Payload is only valid during the call; copy it to keep it.
 	Payload []byte
+	// ECN is the IP header's ECN codepoint (NotECT, ECT0, ECT1, CE) as
+	// the relay read it; the in-process Network carries none.
+	ECN uint8
 }
 
 // A CaptureFunc receives every Event. Calls are serialised, so it need not

@@ -13,7 +13,11 @@
 //     (each a [net.PacketConn]) joined by Impairers, driven by time.AfterFunc
 //     so that it runs under testing/synctest with a fake clock.
 //   - [Relay] is a real UDP relay between processes, applying the same model
-//     with real timers, for interop runs against other implementations.
+//     with real timers, for interop runs against other implementations. It
+//     moves datagrams in batches (recvmmsg/sendmmsg), writes those the link
+//     lets through at once without a timer, and carries each datagram's IP
+//     ECN field across (IP_RECVTOS/IPV6_RECVTCLASS in, IP_TOS/IPV6_TCLASS
+//     control messages out).
 //
 // Both Network and Relay report every datagram (sent, delivered, dropped)
 // to an optional [CaptureFunc]. [NewPcapTrace] writes one side of the link

@@ -30,7 +30,7 @@ var (
 	certPool *x509.CertPool
 )
 
-func engineConfigs(t *testing.T) (server, client *quic.Config) {
+func engineConfigs(t testing.TB) (server, client *quic.Config) {
 	certOnce.Do(func() {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {

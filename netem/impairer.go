@@ -75,7 +75,14 @@ type Stats struct {
 	Corrupted  uint64 `json:"corrupted"`
 	Duplicated uint64 `json:"duplicated"`
 	Reordered  uint64 `json:"reordered"`
+
+	// ECN counts the offered datagrams by IP ECN codepoint, indexed by
+	// NotECT, ECT1, ECT0 and CE (the Relay reads them; the in-process
+	// Network does not).
+	ECN [4]uint64 `json:"ecn"`
 }
+
+func (s *Stats) countECN(ecn uint8) { s.ECN[ecn&3]++ }
 
 // Dropped returns the number of datagrams dropped for any cause.
 func (s Stats) Dropped() uint64 {

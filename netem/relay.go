@@ -41,23 +41,33 @@ type RelayConfig struct {
 	// scenario clock starts with the real test (interop design §2.3).
 	Unarmed bool
 	// SocketBuffer is the receive and send buffer asked for each socket;
-	// 0 means 4 MiB, the host's rmem_max.
+	// 0 means 4 MiB (more than rmem_max needs root, which it then uses).
 	SocketBuffer int
 }
 
 // A Relay is a UDP relay between processes that applies a Link in each
 // direction: clients send to Addr, and the relay forwards to Server from
 // one socket per client, so that the server sees the relay and its replies
-// come back through it. Deliveries are scheduled on real timers, accurate
-// to well under a millisecond on an idle host.
+// come back through it.
+//
+// Each socket is read and written in batches (recvmmsg, sendmmsg). A
+// datagram that the link lets through at once (no rate, delay or queue in
+// its way) is written by the reader that read it, in the same batch, with
+// no timer; the others wait on one timer per direction, accurate to well
+// under a millisecond on an idle host. The IP ECN field of every datagram
+// is read (IP_RECVTOS, IPV6_RECVTCLASS) and set again on the way out, so
+// ECN marks cross the relay as they would cross a router.
 //
 // The Relay's view is all it can capture: the client side shows the
 // client's datagrams as received by the relay and the server's as sent
-// by it, with the relay's addresses.
+// by it, with the relay's addresses. Events are stamped under the relay's
+// lock with a clock that never goes back, so a trace is in time order.
 type Relay struct {
-	cfg  RelayConfig
-	down *net.UDPConn
-	addr netip.AddrPort
+	cfg        RelayConfig
+	down       *batchConn
+	addr       netip.AddrPort
+	serverAddr *net.UDPAddr
+	pool       bufPool
 
 	mu        sync.Mutex
 	running   bool
@@ -65,6 +75,7 @@ type Relay struct {
 	armed     bool
 	t0        time.Time
 	hasT0     bool
+	lastStamp time.Time
 	dirs      [2]*relayDirection // ToServer, ToClient
 	sessions  map[netip.AddrPort]*relaySession
 	rng       *rand.Rand // upstream addresses and ports
@@ -72,7 +83,7 @@ type Relay struct {
 	stopCtx   func() bool
 	readers   sync.WaitGroup
 	done      chan struct{}
-	upSockets []*net.UDPConn
+	upSockets []*batchConn
 }
 
 // A Rebinding records one NAT rebinding that the relay applied.
@@ -88,11 +99,17 @@ type relayDirection struct {
 	imp   *Impairer
 	q     *timedQueue[relayDelivery]
 	stats Stats
+	// fast says that the link never holds a datagram back (no rate,
+	// delay, jitter or reordering), so deliveries skip the timer.
+	fast bool
+	// w gathers the timer's deliveries; only the timer uses it.
+	w writeBatch
 }
 
 type relaySession struct {
-	client netip.AddrPort
-	up     *relaySocket // the current server-facing socket
+	client   netip.AddrPort
+	clientUA *net.UDPAddr
+	up       *relaySocket // the current server-facing socket
 }
 
 // A relaySocket is one server-facing socket; gen is the number of
@@ -100,16 +117,18 @@ type relaySession struct {
 // moved past it.
 type relaySocket struct {
 	s    *relaySession
-	conn *net.UDPConn
+	conn *batchConn
 	addr netip.AddrPort
 	gen  int
 }
 
 type relayDelivery struct {
-	conn     *net.UDPConn
+	conn     *batchConn
 	sock     *relaySocket // for server-to-client datagrams
 	src, dst netip.AddrPort
-	payload  []byte
+	dstUA    *net.UDPAddr
+	ecn      uint8
+	buf      *[]byte // the datagram, a pooled copy
 }
 
 const defaultSocketBuffer = 4 << 20
@@ -139,11 +158,12 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		cfg.SocketBuffer = defaultSocketBuffer
 	}
 	r := &Relay{
-		cfg:      cfg,
-		armed:    !cfg.Unarmed,
-		sessions: make(map[netip.AddrPort]*relaySession),
-		rng:      rand.New(rand.NewPCG(cfg.Seed, 2)),
-		done:     make(chan struct{}),
+		cfg:        cfg,
+		armed:      !cfg.Unarmed,
+		sessions:   make(map[netip.AddrPort]*relaySession),
+		rng:        rand.New(rand.NewPCG(cfg.Seed, 2)),
+		done:       make(chan struct{}),
+		serverAddr: net.UDPAddrFromAddrPort(cfg.Server),
 	}
 	for i, l := range []Link{cfg.ToServer, cfg.ToClient} {
 		// Each direction draws from its own stream of the run's seed.
@@ -151,8 +171,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		if err != nil {
 			return nil, fmt.Errorf("netem: relay %v link: %w", Direction(i+1), err)
 		}
-		d := &relayDirection{dir: Direction(i + 1), imp: imp}
-		d.q = newTimedQueue(func(now time.Time, x relayDelivery) { r.deliver(now, d, x) })
+		d := &relayDirection{dir: Direction(i + 1), imp: imp,
+			fast: l.Rate == 0 && l.Delay == 0 && l.Jitter == 0 && l.Reorder == 0}
+		d.q = newTimedBatchQueue(func(_ time.Time, xs []relayDelivery) { r.deliver(d, xs) })
 		r.dirs[i] = d
 	}
 	return r, nil
@@ -183,27 +204,17 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.running || r.closed {
 		return errors.New("netem: relay already started")
 	}
-	c, err := r.listen(r.cfg.Listen)
+	c, err := listenBatch(r.cfg.Listen, r.cfg.SocketBuffer)
 	if err != nil {
 		return err
 	}
 	r.down = c
-	r.addr = canon(c.LocalAddr().(*net.UDPAddr).AddrPort())
+	r.addr = canon(c.c.LocalAddr().(*net.UDPAddr).AddrPort())
 	r.running = true
 	r.readers.Add(1)
 	go r.readClients()
 	r.stopCtx = context.AfterFunc(ctx, func() { r.Stop() })
 	return nil
-}
-
-func (r *Relay) listen(a netip.AddrPort) (*net.UDPConn, error) {
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(a))
-	if err != nil {
-		return nil, fmt.Errorf("netem: relay: listen %s: %w", a, err)
-	}
-	c.SetReadBuffer(r.cfg.SocketBuffer)
-	c.SetWriteBuffer(r.cfg.SocketBuffer)
-	return c, nil
 }
 
 // Addr returns the client-facing address, once started.
@@ -239,6 +250,7 @@ func (d *relayDirection) merged() Stats {
 	s := d.imp.Stats()
 	s.Delivered, s.DeliveredBytes = d.stats.Delivered, d.stats.DeliveredBytes
 	s.LostNAT, s.LostReceiver = d.stats.LostNAT, d.stats.LostReceiver
+	s.ECN = d.stats.ECN
 	return s
 }
 
@@ -264,7 +276,7 @@ func (r *Relay) Stop() error {
 	}
 	r.closed = true
 	running := r.running
-	socks := append([]*net.UDPConn{r.down}, r.upSockets...)
+	socks := append([]*batchConn{r.down}, r.upSockets...)
 	if r.stopCtx != nil {
 		r.stopCtx()
 	}
@@ -276,7 +288,7 @@ func (r *Relay) Stop() error {
 	}
 	if running {
 		for _, c := range socks {
-			c.Close()
+			c.c.Close()
 		}
 		r.readers.Wait()
 	}
@@ -293,34 +305,70 @@ func (r *Relay) generation(now time.Time) int {
 	return r.cfg.Rebind.count(now.Sub(r.t0))
 }
 
+// stamp reads the clock for an event. r.mu is held, so events are stamped
+// in the order they are captured, and the stamps never go back (the wall
+// clock may, monotonic readings aside).
+func (r *Relay) stamp() time.Time {
+	now := time.Now()
+	if now.Before(r.lastStamp) {
+		now = r.lastStamp
+	}
+	r.lastStamp = now
+	return now
+}
+
 func (r *Relay) emit(e Event) {
 	if r.cfg.Capture != nil {
 		r.cfg.Capture(e)
 	}
 }
 
-// readClients reads the client-facing socket.
-func (r *Relay) readClients() {
+// readLoop reads conn a batch at a time and hands each batch to handle,
+// which returns the datagrams to write at once.
+func (r *Relay) readLoop(conn *batchConn, d *relayDirection, handle func(rb *readBatch, n int, w *writeBatch)) {
 	defer r.readers.Done()
-	buf := make([]byte, 65536)
+	rb := newReadBatch()
+	var w writeBatch
 	for {
-		n, from, err := r.down.ReadFromUDPAddrPort(buf)
+		n, err := conn.read(rb)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // e.g. ICMP errors reported on the socket
 		}
-		r.fromClient(time.Now(), canon(from), append([]byte(nil), buf[:n]...))
+		handle(rb, n, &w)
+		// Written outside the lock: the Delivered events were captured
+		// before, and an answer cannot be read before this write.
+		if failed := w.flush(&r.pool); failed > 0 {
+			r.mu.Lock()
+			// The capture already shows them delivered; the counter
+			// tells the truth.
+			d.stats.LostReceiver += uint64(failed)
+			r.mu.Unlock()
+		}
 	}
 }
 
-func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
+// readClients reads the client-facing socket.
+func (r *Relay) readClients() {
+	r.readLoop(r.down, r.dirs[0], func(rb *readBatch, n int, w *writeBatch) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			return
+		}
+		now := r.stamp()
+		for i := range n {
+			p, from, ecn := rb.datagram(i)
+			r.fromClient(now, from, p, ecn, w)
+		}
+	})
+}
+
+// fromClient relays one client datagram. r.mu is held; p is the reader's
+// buffer, valid until w is flushed.
+func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte, ecn uint8, w *writeBatch) {
 	if r.armed && !r.hasT0 {
 		r.t0, r.hasT0 = now, true
 		r.dirs[0].imp.SetEpoch(now)
@@ -328,7 +376,7 @@ func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte) {
 	}
 	s := r.sessions[client]
 	if s == nil {
-		s = &relaySession{client: client}
+		s = &relaySession{client: client, clientUA: net.UDPAddrFromAddrPort(client)}
 		r.sessions[client] = s
 	}
 	if gen := r.generation(now); s.up == nil || s.up.gen < gen {
@@ -342,20 +390,46 @@ func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte) {
 	}
 	sock := s.up
 	if !r.armed {
-		sock.conn.WriteToUDPAddrPort(p, r.cfg.Server)
+		w.out = append(w.out, outgoing{conn: sock.conn, dst: r.serverAddr, payload: p, ecn: ecn})
 		return
 	}
-	d := r.dirs[0]
-	r.emit(Event{Time: now, Kind: Sent, Dir: ToServer, Src: client, Dst: r.addr, Payload: p})
+	r.impair(now, r.dirs[0], p, ecn, w, relayDelivery{conn: sock.conn, src: sock.addr, dst: r.cfg.Server, dstUA: r.serverAddr},
+		Event{Time: now, Kind: Sent, Dir: ToServer, Src: client, Dst: r.addr, Payload: p, ECN: ecn})
+}
+
+// impair runs one datagram through a direction's link: it is captured as
+// sent, then dropped, written at once (fast path) or queued for its
+// delivery time. r.mu is held.
+func (r *Relay) impair(now time.Time, d *relayDirection, p []byte, ecn uint8, w *writeBatch, x relayDelivery, sent Event) {
+	d.stats.countECN(ecn)
+	r.emit(sent)
 	v := d.imp.Process(now, p)
 	if v.Drop != NotDropped {
-		r.emit(Event{Time: now, Kind: Dropped, Dir: ToServer, Cause: v.Drop, Src: client, Dst: r.addr, Payload: p})
+		sent.Kind, sent.Cause = Dropped, v.Drop
+		r.emit(sent)
 		return
 	}
 	v.Apply(p)
+	x.ecn = ecn
 	for i := range v.Copies {
-		d.q.push(v.At[i], relayDelivery{conn: sock.conn, src: sock.addr, dst: r.cfg.Server, payload: p})
+		if d.fast && !v.At[i].After(now) && d.q.len() == 0 {
+			// Nothing is held back and nothing waits: deliver now,
+			// from the reader's own buffer.
+			r.delivered(now, d, &x, p)
+			w.out = append(w.out, outgoing{conn: x.conn, dst: x.dstUA, payload: p, ecn: ecn})
+			continue
+		}
+		x.buf = r.pool.get(len(p))
+		copy(*x.buf, p)
+		d.q.push(v.At[i], x)
 	}
+}
+
+// delivered captures and counts one delivery. r.mu is held.
+func (r *Relay) delivered(now time.Time, d *relayDirection, x *relayDelivery, p []byte) {
+	d.stats.Delivered++
+	d.stats.DeliveredBytes += uint64(len(p))
+	r.emit(Event{Time: now, Kind: Delivered, Dir: d.dir, Src: x.src, Dst: x.dst, Payload: p, ECN: x.ecn})
 }
 
 // openUpstream gives s a new server-facing socket. r.mu is held.
@@ -364,11 +438,11 @@ func (r *Relay) openUpstream(s *relaySession, gen int) error {
 	if r.cfg.Rebind.Addr && gen > 0 {
 		local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, byte(r.rng.IntN(256)), byte(2 + r.rng.IntN(253))}), 0)
 	}
-	c, err := r.listen(local)
+	c, err := listenBatch(local, r.cfg.SocketBuffer)
 	if err != nil {
 		return err
 	}
-	a := canon(c.LocalAddr().(*net.UDPAddr).AddrPort())
+	a := canon(c.c.LocalAddr().(*net.UDPAddr).AddrPort())
 	sock := &relaySocket{s: s, conn: c, addr: a, gen: gen}
 	s.up = sock
 	// Old sockets stay open until Stop, so that the server's datagrams to
@@ -382,70 +456,79 @@ func (r *Relay) openUpstream(s *relaySession, gen int) error {
 
 // readServer reads one server-facing socket.
 func (r *Relay) readServer(sock *relaySocket) {
-	defer r.readers.Done()
-	buf := make([]byte, 65536)
-	for {
-		n, from, err := sock.conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
+	r.readLoop(sock.conn, r.dirs[1], func(rb *readBatch, n int, w *writeBatch) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			return
+		}
+		now := r.stamp()
+		for i := range n {
+			p, from, ecn := rb.datagram(i)
+			if from != r.cfg.Server {
+				continue // not the server: a NAT would not let it in
 			}
-			continue
+			r.fromServer(now, sock, p, ecn, w)
 		}
-		if canon(from) != r.cfg.Server {
-			continue // not the server: a NAT would not let it in
-		}
-		r.fromServer(time.Now(), sock, append([]byte(nil), buf[:n]...))
-	}
+	})
 }
 
-func (r *Relay) fromServer(now time.Time, sock *relaySocket, p []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	client := sock.s.client
+// fromServer relays one server datagram. r.mu is held.
+func (r *Relay) fromServer(now time.Time, sock *relaySocket, p []byte, ecn uint8, w *writeBatch) {
+	s := sock.s
 	if !r.armed || !r.hasT0 {
-		r.down.WriteToUDPAddrPort(p, client)
+		w.out = append(w.out, outgoing{conn: r.down, dst: s.clientUA, payload: p, ecn: ecn})
 		return
 	}
 	d := r.dirs[1]
-	r.emit(Event{Time: now, Kind: Sent, Dir: ToClient, Src: r.cfg.Server, Dst: sock.addr, Payload: p})
-	v := d.imp.Process(now, p)
-	if v.Drop != NotDropped {
-		r.emit(Event{Time: now, Kind: Dropped, Dir: ToClient, Cause: v.Drop, Src: r.cfg.Server, Dst: sock.addr, Payload: p})
+	x := relayDelivery{conn: r.down, sock: sock, src: r.addr, dst: s.client, dstUA: s.clientUA}
+	sent := Event{Time: now, Kind: Sent, Dir: ToClient, Src: r.cfg.Server, Dst: sock.addr, Payload: p, ECN: ecn}
+	if sock.gen < r.generation(now) && d.fast && d.q.len() == 0 {
+		// A datagram to a retired mapping that would be delivered now
+		// meets the NAT now.
+		d.stats.countECN(ecn)
+		r.emit(sent)
+		d.imp.Process(now, p)
+		d.stats.drop(DropNAT)
+		sent.Kind, sent.Cause = Dropped, DropNAT
+		r.emit(sent)
 		return
 	}
-	v.Apply(p)
-	for i := range v.Copies {
-		d.q.push(v.At[i], relayDelivery{conn: r.down, sock: sock, src: r.addr, dst: client, payload: p})
-	}
+	r.impair(now, d, p, ecn, w, x, sent)
 }
 
-// deliver writes a datagram copy out, from a timer.
-func (r *Relay) deliver(now time.Time, d *relayDirection, x relayDelivery) {
-	// The write is made under the lock, so that the capture shows the
-	// delivery before anything the receiver sends in answer.
+// deliver writes out a batch of datagram copies that are due, from a
+// direction's timer.
+func (r *Relay) deliver(d *relayDirection, xs []relayDelivery) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
+		for _, x := range xs {
+			r.pool.put(x.buf)
+		}
 		return
 	}
-	cause := NotDropped
-	if x.sock != nil && x.sock.gen < r.generation(now) {
-		// The NAT sits on the client's side of the link, so a datagram
-		// meets a rebinding that happened while it was in flight.
-		cause = DropNAT
-	} else if _, err := x.conn.WriteToUDPAddrPort(x.payload, x.dst); err != nil {
-		cause = DropReceiver
+	now := r.stamp()
+	for i := range xs {
+		x := &xs[i]
+		p := *x.buf
+		if x.sock != nil && x.sock.gen < r.generation(now) {
+			// The NAT sits on the client's side of the link, so a
+			// datagram meets a rebinding that happened while it was in
+			// flight.
+			d.stats.drop(DropNAT)
+			r.emit(Event{Time: now, Kind: Dropped, Dir: d.dir, Cause: DropNAT, Src: x.src, Dst: x.dst, Payload: p, ECN: x.ecn})
+			r.pool.put(x.buf)
+			continue
+		}
+		r.delivered(now, d, x, p)
+		d.w.out = append(d.w.out, outgoing{conn: x.conn, dst: x.dstUA, payload: p, ecn: x.ecn, buf: x.buf})
 	}
-	if cause != NotDropped {
-		d.stats.drop(cause)
-		r.emit(Event{Time: now, Kind: Dropped, Dir: d.dir, Cause: cause, Src: x.src, Dst: x.dst, Payload: x.payload})
-		return
+	r.mu.Unlock()
+	// The timer's batches are serialised by the queue, so d.w is ours.
+	if failed := d.w.flush(&r.pool); failed > 0 {
+		r.mu.Lock()
+		d.stats.LostReceiver += uint64(failed)
+		r.mu.Unlock()
 	}
-	d.stats.Delivered++
-	d.stats.DeliveredBytes += uint64(len(x.payload))
-	r.emit(Event{Time: now, Kind: Delivered, Dir: d.dir, Src: x.src, Dst: x.dst, Payload: x.payload})
 }

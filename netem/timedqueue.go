@@ -7,12 +7,13 @@ import (
 )
 
 // A timedQueue hands items to deliver at their due time, in (time, push)
-// order, from a single time.AfterFunc timer. Timers rather than a goroutine
+// order and a batch of every item due at once, from a single
+// time.AfterFunc timer. Timers rather than a goroutine
 // per queue keep the in-process Network free of long-lived goroutines, and
 // work unchanged under testing/synctest, where AfterFunc runs on the
 // bubble's fake clock.
 type timedQueue[T any] struct {
-	deliver func(now time.Time, item T)
+	deliver func(now time.Time, items []T)
 
 	mu      sync.Mutex
 	h       timedHeap[T]
@@ -21,6 +22,9 @@ type timedQueue[T any] struct {
 	timerAt time.Time // when timer fires; zero when it is not armed
 	stopped bool
 	batch   []T
+	// inflight counts the items taken for delivery but not yet
+	// delivered, so that len sees them.
+	inflight int
 
 	// delivering serialises the delivery of batches, so that two timer
 	// callbacks never deliver out of order.
@@ -53,6 +57,16 @@ func (h *timedHeap[T]) Pop() any {
 }
 
 func newTimedQueue[T any](deliver func(time.Time, T)) *timedQueue[T] {
+	return &timedQueue[T]{deliver: func(now time.Time, items []T) {
+		for _, it := range items {
+			deliver(now, it)
+		}
+	}}
+}
+
+// newTimedBatchQueue is newTimedQueue for a deliver function that takes
+// every due item at once.
+func newTimedBatchQueue[T any](deliver func(time.Time, []T)) *timedQueue[T] {
 	return &timedQueue[T]{deliver: deliver}
 }
 
@@ -100,13 +114,15 @@ func (q *timedQueue[T]) fire() {
 	if len(q.h) > 0 {
 		q.arm(q.h[0].at)
 	}
+	q.inflight = len(batch)
 	q.mu.Unlock()
-	for _, it := range batch {
-		q.deliver(now, it)
+	if len(batch) > 0 {
+		q.deliver(now, batch)
 	}
 	clear(batch)
 	q.mu.Lock()
 	q.batch = batch
+	q.inflight = 0
 	q.mu.Unlock()
 }
 
@@ -124,9 +140,10 @@ func (q *timedQueue[T]) stop() {
 	q.delivering.Unlock() //nolint:staticcheck // an empty critical section waits for fire to finish
 }
 
-// len returns the number of pending items.
+// len returns the number of items not yet delivered, including a batch
+// being delivered.
 func (q *timedQueue[T]) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.h)
+	return len(q.h) + q.inflight
 }
