@@ -40,6 +40,10 @@ type RelayConfig struct {
 	// Arm, so that a readiness probe never shows in a trace and the
 	// scenario clock starts with the real test (interop design §2.3).
 	Unarmed bool
+	// ListenUDP, if set, opens the relay's sockets instead of
+	// net.ListenUDP, e.g. in another network namespace
+	// (Namespaces.ListenUDP).
+	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
 	// SocketBuffer is the receive and send buffer asked for each socket;
 	// 0 means 4 MiB (more than rmem_max needs root, which it then uses).
 	SocketBuffer int
@@ -151,6 +155,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 			cfg.UpstreamAddr = netip.IPv6Unspecified()
 		}
 	}
+	if cfg.ListenUDP == nil {
+		cfg.ListenUDP = net.ListenUDP
+	}
 	if cfg.Rebind.Addr && !(cfg.Server.Addr().Is4() && cfg.Server.Addr().IsLoopback()) {
 		return nil, fmt.Errorf("netem: relay: address rebinding needs an IPv4 loopback server, not %s", cfg.Server)
 	}
@@ -204,7 +211,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.running || r.closed {
 		return errors.New("netem: relay already started")
 	}
-	c, err := listenBatch(r.cfg.Listen, r.cfg.SocketBuffer)
+	c, err := listenBatch(r.cfg.ListenUDP, r.cfg.Listen, r.cfg.SocketBuffer)
 	if err != nil {
 		return err
 	}
@@ -438,7 +445,7 @@ func (r *Relay) openUpstream(s *relaySession, gen int) error {
 	if r.cfg.Rebind.Addr && gen > 0 {
 		local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, byte(r.rng.IntN(256)), byte(2 + r.rng.IntN(253))}), 0)
 	}
-	c, err := listenBatch(local, r.cfg.SocketBuffer)
+	c, err := listenBatch(r.cfg.ListenUDP, local, r.cfg.SocketBuffer)
 	if err != nil {
 		return err
 	}

@@ -260,7 +260,7 @@ func BenchmarkQuiverGoodput(b *testing.B) {
 // TestRelayECN sends a datagram with each ECN codepoint through the relay,
 // both ways, and checks that the mark arrives, is counted and is captured.
 func TestRelayECN(t *testing.T) {
-	srv, err := listenBatch(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+	srv, err := listenBatch(net.ListenUDP, netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestRelayECN(t *testing.T) {
 	var events []seen
 	r := startRelay(t, RelayConfig{Server: canon(srv.c.LocalAddr().(*net.UDPAddr).AddrPort()),
 		Capture: func(e Event) { events = append(events, seen{e.Kind, e.Dir, e.ECN, e.Payload[0]}) }})
-	cl, err := listenBatch(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+	cl, err := listenBatch(net.ListenUDP, netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

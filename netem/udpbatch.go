@@ -49,12 +49,12 @@ type batchConn struct {
 // listenBatch opens a UDP socket on a for batched I/O with ECN, with
 // send and receive buffers of bufSize. The family follows a's address, so
 // that an IPv4 socket is never a dual-stack IPv6 one.
-func listenBatch(a netip.AddrPort, bufSize int) (*batchConn, error) {
+func listenBatch(listen func(string, *net.UDPAddr) (*net.UDPConn, error), a netip.AddrPort, bufSize int) (*batchConn, error) {
 	network := "udp4"
 	if a.Addr().Is6() && !a.Addr().Is4In6() {
 		network = "udp6"
 	}
-	c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(a))
+	c, err := listen(network, net.UDPAddrFromAddrPort(a))
 	if err != nil {
 		return nil, fmt.Errorf("netem: relay: listen %s: %w", a, err)
 	}

@@ -1,0 +1,170 @@
+package netem
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// setupNamespaces builds a topology or skips the test without root; with
+// QUIVER_REQUIRE_PEERS=1 a failure to build it as root fails the test.
+func setupNamespaces(t *testing.T, cfg NamespaceConfig) *Namespaces {
+	t.Helper()
+	if err := NamespacesAvailable(); err != nil {
+		t.Skipf("namespace backend: %v", err)
+	}
+	n, err := SetupNamespaces(context.Background(), cfg)
+	if err != nil {
+		if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+			t.Fatalf("namespace backend as root: %v", err)
+		}
+		t.Skipf("namespace backend unavailable here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+		out, _ := exec.Command("ip", "netns", "list").Output()
+		for _, ns := range []string{n.Client, n.Router, n.Server} {
+			if strings.Contains(string(out), ns) {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+	})
+	return n
+}
+
+func listenIn(t *testing.T, n *Namespaces, ns string, a netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	c, err := n.ListenUDP(ns)("udp4", net.UDPAddrFromAddrPort(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestNamespacesRelay runs a datagram exchange client ns → relay in the
+// router ns (5 ms each way, in user space) → server ns, from both client
+// addresses, and checks the path: the delay, the router's address as seen
+// by the server, and the ECN mark carried across.
+func TestNamespacesRelay(t *testing.T) {
+	n := setupNamespaces(t, NamespaceConfig{})
+	srv := listenIn(t, n, n.Server, netip.AddrPortFrom(NSServerAddr, 443))
+	sconn, err := newBatchConn(srv, false, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Link{Delay: 5 * time.Millisecond}
+	r, err := NewRelay(RelayConfig{Listen: netip.AddrPortFrom(NSRouterC, 443), Server: netip.AddrPortFrom(NSServerAddr, 443),
+		UpstreamAddr: NSRouterS, ToServer: l, ToClient: l, ListenUDP: n.ListenUDP(n.Router)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	go func() { // echo, keeping the ECN mark
+		rb := newReadBatch()
+		for {
+			k, err := sconn.read(rb)
+			if err != nil {
+				return
+			}
+			var w writeBatch
+			for i := range k {
+				p, from, ecn := rb.datagram(i)
+				w.out = append(w.out, outgoing{conn: sconn, dst: net.UDPAddrFromAddrPort(from), payload: append([]byte(from.Addr().String()+"|"), p...), ecn: ecn})
+			}
+			w.flush(&bufPool{})
+		}
+	}()
+	for _, local := range []netip.Addr{NSClientAddr, NSClientAddr2} {
+		c := listenIn(t, n, n.Client, netip.AddrPortFrom(local, 0))
+		bc, err := newBatchConn(c, false, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var w writeBatch
+		w.out = append(w.out, outgoing{conn: bc, dst: net.UDPAddrFromAddrPort(r.Addr()), payload: []byte("ping"), ecn: ECT0})
+		w.flush(&bufPool{})
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rb := newReadBatch()
+		if k, err := bc.read(rb); err != nil || k != 1 {
+			t.Fatalf("from %s: %d, %v", local, k, err)
+		}
+		p, from, ecn := rb.datagram(0)
+		rtt := time.Since(start)
+		if string(p) != NSRouterS.String()+"|ping" || from != r.Addr() || ecn != ECT0 {
+			t.Errorf("from %s: got %q from %s with ECN %d", local, p, from, ecn)
+		}
+		if rtt < 10*time.Millisecond {
+			t.Errorf("from %s: round trip %v, below the relay's 2 × 5 ms", local, rtt)
+		}
+	}
+}
+
+// TestNamespacesTbf checks the kernel bottleneck: datagrams forwarded by
+// the router towards the client leave at the tbf rate, within 5 %.
+func TestNamespacesTbf(t *testing.T) {
+	const rate = 20e6
+	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, QueueBytes: 4 << 20, Forward: true})
+	sink := listenIn(t, n, n.Client, netip.AddrPortFrom(NSCrossClient, 5001))
+	rc, _ := sink.SyscallConn()
+	rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	src := listenIn(t, n, n.Server, netip.AddrPortFrom(NSCrossServer, 0))
+	const count, size = 2000, 1200 // about 1 s at 20 Mbit/s
+	errc := make(chan error, 1)
+	go func() {
+		p := make([]byte, size)
+		for range count {
+			if _, err := src.WriteToUDPAddrPort(p, netip.AddrPortFrom(NSCrossClient, 5001)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	buf, oob := make([]byte, 2048), make([]byte, 128)
+	var first, last time.Time
+	got := 0
+	sink.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for got < count {
+		_, oobn, _, _, err := sink.ReadMsgUDPAddrPort(buf, oob)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break // tbf may have dropped some; judge what came
+			}
+			t.Fatal(err)
+		}
+		at, _ := kernelTimestamp(oob[:oobn])
+		if got == count/10 {
+			first = at
+		}
+		last = at
+		got++
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got < count/2 {
+		t.Fatalf("%d of %d datagrams crossed the router", got, count)
+	}
+	// IP and UDP headers (28 bytes) and Ethernet (14) count for tbf.
+	measured := float64((got-1-count/10)*(size+28+14)*8) / last.Sub(first).Seconds()
+	dev := (measured - rate) / rate
+	t.Logf("tbf at %.0f Mbit/s delivered %.2f Mbit/s (%+.1f %%), %d of %d datagrams", rate/1e6, measured/1e6, 100*dev, got, count)
+	if dev < -0.05 || dev > 0.05 {
+		t.Errorf("tbf rate off by %+.1f %%", 100*dev)
+	}
+}
