@@ -504,7 +504,7 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 		res.Result, res.Reason, res.Detail = FailedRes, "exit", fmt.Sprintf("client exited with %d", cres.ExitCode)
 	}
 
-	cell := &Cell{Test: tc, Files: fs, Downloads: downloads, KeyLog: klValid}
+	cell := &Cell{Test: tc, Files: fs, Downloads: downloads, KeyLog: klValid, Link: link}
 	cell.ClientTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_left.pcap"), merged, relayAddr)
 	if err == nil {
 		cell.ServerTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_right.pcap"), merged, serverAddr)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/interop/analyze"
+	"github.com/quiver-quic/quiver/netem"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -48,6 +49,9 @@ type Cell struct {
 	// KeyLog says that a valid key log (one with a
 	// SERVER_HANDSHAKE_TRAFFIC_SECRET line) was available.
 	KeyLog bool
+	// Link is what the link did, including the ECN codepoints of the
+	// datagrams it carried (the relay reads them from the IP header).
+	Link   *LinkRecord
 	Checks []Check
 	// Environment, when set by a judge, makes the result unsupported
 	// with reason environment.
@@ -463,22 +467,31 @@ func judgeECN(c *Cell) {
 	c.checkHS(1)
 	c.checkNoRetry(Base)
 	c.checkFiles()
-	// The relay reads datagrams from UDP sockets, which hides the IP ECN
-	// field, and sends them with the default TOS: ECT marks never cross it.
-	// The base ECN checks therefore cannot be judged, and the ACK_ECN
-	// facts are recorded as extras (an endpoint that validates ECN, as RFC
-	// 9000 §13.4.2 asks, sends none once it sees no marks arrive).
-	c.skip("ecn-marks", Base, "the proxy engine carries no IP ECN field, so the marks cannot be observed")
-	cn := firstCompleted(c.ClientTrace)
-	if cn == nil || !cn.AppKeys {
-		c.skip("ack-ecn", Extra, "1-RTT not decrypted")
+	// The marks: the relay reads every datagram's IP ECN field and counts
+	// the codepoints per direction, as a capture's IP header would show
+	// them (§5.12: some packet carries ECT(0) or ECT(1) each way, none CE;
+	// the link never marks).
+	if c.Link == nil {
+		c.skip("ecn-marks", Base, "no link record")
 	} else {
-		for _, d := range []analyze.Direction{analyze.FromClient, analyze.FromServer} {
-			c.add("ack-ecn-"+d.String(), Extra, cn.ECN[d].Frames > 0, "%s sent %d ACK_ECN frames, last counts %v", d, cn.ECN[d].Frames, cn.ECN[d].Last)
-			c.add("ecn-counts-monotonic-"+d.String(), Extra, !cn.ECN[d].Decreased, "counts never decrease: %v", !cn.ECN[d].Decreased)
+		for _, d := range []struct {
+			name string
+			st   netem.Stats
+		}{{"client", c.Link.StatsToServer}, {"server", c.Link.StatsToClient}} {
+			e := d.st.ECN
+			c.add("ecn-marks-"+d.name, Base, e[netem.ECT0]+e[netem.ECT1] > 0 && e[netem.CE] == 0,
+				"%s datagrams: %d not-ECT, %d ECT(0), %d ECT(1), %d CE", d.name, e[netem.NotECT], e[netem.ECT0], e[netem.ECT1], e[netem.CE])
 		}
 	}
-	c.Environment = "ECN marks are not carried by the proxy engine (UDP sockets hide the IP ECN field)"
+	cn := firstCompleted(c.ClientTrace)
+	if cn == nil || !cn.AppKeys {
+		c.add("ack-ecn", Base, false, "1-RTT not decrypted")
+		return
+	}
+	for _, d := range []analyze.Direction{analyze.FromClient, analyze.FromServer} {
+		c.add("ack-ecn-"+d.String(), Base, cn.ECN[d].Frames > 0, "%s sent %d ACK_ECN frames, last counts %v", d, cn.ECN[d].Frames, cn.ECN[d].Last)
+		c.add("ecn-counts-monotonic-"+d.String(), Extra, !cn.ECN[d].Decreased, "counts never decrease: %v", !cn.ECN[d].Decreased)
+	}
 }
 
 func judgeAmplification(c *Cell) {
