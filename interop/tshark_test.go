@@ -170,11 +170,16 @@ func TestTsharkAgreement(t *testing.T) {
 	if err != nil {
 		t.Skip("tshark is not installed (apt-get install tshark)")
 	}
-	pairs := [][3]string{{"quic-go", "quic-go", "keyupdate"}}
-	// The relay sometimes writes a datagram after a later-stamped one;
-	// tshark reads in file order and then cannot follow a Retry, while the
-	// analyzer sorts by time. Until netem writes in time order this pair
-	// runs only on request.
+	pairs := [][3]string{{"quic-go", "quic-go", "keyupdate"}, {"quiver", "quiver", "keyupdate"}}
+	// The Retry pair disagrees with tshark 4.0 for a reason outside the
+	// analyzer: x/net answers each of the quic-go client's first Initials
+	// with its own Retry (four in a row), the client follows the first as
+	// RFC 9000 §17.2.5.2 requires, and tshark ("Cannot verify Retry Packet
+	// due to unknown ODCID") then fails to decrypt some or all of the
+	// server's packets while still counting their key phase bits. The
+	// relay's captures are now in time order (netem
+	// TestRelayTraceTimeOrder), which removed the other suspect; the pair
+	// runs on request.
 	if os.Getenv("QUIVER_TSHARK_ALL") == "1" {
 		pairs = append(pairs, [3]string{"go-x-net", "quic-go", "retry"})
 	}
