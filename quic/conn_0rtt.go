@@ -58,9 +58,7 @@ func (c *Conn) sendSessionTicket() {
 	if err != nil {
 		return
 	}
-	if err := c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{EarlyData: c.config.Allow0RTT, Extra: [][]byte{rememberedParams(p)}}); err != nil {
-		debugf("session ticket: %v", err)
-	}
+	c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{EarlyData: c.config.Allow0RTT, Extra: [][]byte{rememberedParams(p)}})
 }
 
 // onResumeSession decides whether 0-RTT is used with a resumed session.
@@ -93,10 +91,7 @@ func (c *Conn) onStoreSession(s *tls.SessionState) {
 	if c.havePeerTP && findRemembered(s.Extra) == nil {
 		s.Extra = append(s.Extra, rememberedParams(c.peerParams.tp))
 	}
-	if err := c.tls.StoreSession(s); err != nil {
-		debugf("store session: %v", err)
-	}
-	debugf("stored session, early data %v", s.EarlyData)
+	c.tls.StoreSession(s)
 }
 
 // installEarlyKeys installs the 0-RTT keys: the client writes with them,

@@ -102,6 +102,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if err != nil {
 		return 0
 	}
+
 	// RFC 9000 §12.2: "receivers SHOULD ignore any subsequent packets with
 	// a different Destination Connection ID than the first packet in the
 	// datagram".
@@ -174,8 +175,11 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	var payload []byte
 	if h.Type == wire.PacketType0RTT {
 		payload, err = c.earlyRead.OpenPacket(pkt, hdrLen, pn)
-		if err == nil {
+		if err == nil && !c.recv0RTT {
 			c.recv0RTT = true
+			c.mu.Lock()
+			c.info.Used0RTT = true
+			c.mu.Unlock()
 		}
 	} else if space == appSpace {
 		var updated bool

@@ -204,7 +204,7 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 	c.tlsState = st
 	c.alpn = st.NegotiatedProtocol
 	c.info = ConnectionInfo{Version: c.version, Retried: c.gotRetry || c.retrySCID != nil, VersionNegotiated: c.gotVN,
-		Resumed: st.DidResume, Used0RTT: (c.sent0RTT || c.recv0RTT) && !c.earlyRejected}
+		Resumed: st.DidResume, Used0RTT: (c.sent0RTT || c.recv0RTT || c.info.Used0RTT) && !c.earlyRejected}
 	c.mu.Unlock()
 	if !c.isClient {
 		// RFC 9001 §4.1.2: "the TLS handshake is considered confirmed at
