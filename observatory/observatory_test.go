@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/internal/leakcheck"
@@ -143,31 +146,129 @@ func TestRunCampaign(t *testing.T) {
 	}
 }
 
-// An interrupted campaign keeps what it measured, stores nothing for the
-// job cut short, and leaves the run unfinished.
+// An interrupted campaign keeps what the suite decided before the
+// interruption, stores nothing for scenarios cut short, and leaves the run
+// unfinished.
 func TestRunCampaignInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := openStore(t)
-	started := make(chan struct{})
-	var n atomic.Int32
 	run := func(ctx context.Context, tg conformance.Target, o conformance.Options) (*conformance.Report, error) {
-		if n.Add(1) == 1 {
-			return &conformance.Report{Results: []conformance.Result{{Scenario: o.Scenarios[0], Verdict: conformance.Pass}}}, nil
-		}
-		close(started)
+		first := conformance.Result{Scenario: o.Scenarios[0], Verdict: conformance.Pass, Started: time.Now()}
+		o.Progress(1, len(o.Scenarios), first)
+		cancel()
 		<-ctx.Done()
-		// The suite reports a cut-short scenario as inconclusive.
-		return &conformance.Report{Results: []conformance.Result{{Scenario: o.Scenarios[0], Verdict: conformance.Inconclusive}}}, nil
+		// The suite reports the scenarios cut short as inconclusive.
+		rep := &conformance.Report{Results: []conformance.Result{first}}
+		for _, id := range o.Scenarios[1:] {
+			rep.Results = append(rep.Results, conformance.Result{Scenario: id, Verdict: conformance.Inconclusive, Started: time.Now()})
+		}
+		return rep, nil
 	}
-	go func() { <-started; cancel() }()
-	r := &Runner{Store: s, Run: run, Parallel: 1}
+	r := &Runner{Store: s, Run: run}
 	got, err := r.RunCampaign(ctx, Campaign{Scenarios: []string{"s1", "s2", "s3"}, Targets: []conformance.Target{{Name: "a", Address: "h:1"}}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 	if !got.Finished.IsZero() || got.Results != 1 {
 		t.Errorf("run = %+v, want unfinished with 1 result", got)
+	}
+}
+
+// A campaign runs the suite once per target with all its scenarios, stores
+// each result as the suite reports it, and hands the suite a way to revive
+// the targets it started.
+func TestRunCampaignBatchesByTarget(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	var (
+		mu      sync.Mutex
+		asked   = map[string][]string{}
+		revived []string
+	)
+	run := func(ctx context.Context, tg conformance.Target, o conformance.Options) (*conformance.Report, error) {
+		mu.Lock()
+		asked[tg.Name] = append(asked[tg.Name], o.Scenarios...)
+		mu.Unlock()
+		if o.Revive == nil {
+			return nil, errors.New("no Revive passed to the suite")
+		}
+		if err := o.Revive(ctx); err != nil {
+			return nil, err
+		}
+		rep := &conformance.Report{}
+		for i, id := range o.Scenarios {
+			res := conformance.Result{Scenario: id, Verdict: conformance.Pass, Started: time.Now()}
+			o.Progress(i+1, len(o.Scenarios), res)
+			rep.Results = append(rep.Results, res)
+		}
+		return rep, nil
+	}
+	var stored []string
+	r := &Runner{Store: s, Run: run, ToolVersion: "t",
+		Revive: func(ctx context.Context, tg conformance.Target) error {
+			mu.Lock()
+			revived = append(revived, tg.Name)
+			mu.Unlock()
+			return nil
+		},
+		Progress: func(done, total int, rec store.Record) {
+			stored = append(stored, fmt.Sprintf("%d/%d", done, total))
+		}}
+	c := Campaign{Scenarios: []string{"s1", "s2", "s3"}, Targets: []conformance.Target{{Name: "a", Address: "h:1"}, {Name: "b", Address: "h:2"}}}
+	run1, err := r.RunCampaign(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if got := asked[name]; !slices.Equal(got, c.Scenarios) {
+			t.Errorf("suite asked about %s for %v, want one run with %v", name, got, c.Scenarios)
+		}
+	}
+	slices.Sort(revived)
+	if !slices.Equal(revived, []string{"a", "b"}) {
+		t.Errorf("revived %v, want a and b once each", revived)
+	}
+	if len(stored) != 6 || stored[5] != "6/6" || run1.Results != 6 {
+		t.Errorf("progress %v, run %+v; want 6 results", stored, run1)
+	}
+
+	// A batch retried after a crash runs only the scenarios the run does
+	// not hold yet.
+	clear(asked)
+	if err := r.ExecuteTarget(ctx, run1.ID, conformance.Target{Name: "c", Address: "h:3"}, []string{"s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ExecuteTarget(ctx, run1.ID, conformance.Target{Name: "c", Address: "h:3"}, []string{"s1", "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := asked["c"]; !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Errorf("suite asked about c for %v, want s1 then s2 alone", got)
+	}
+	if cells, _ := s.Cells(ctx, store.Filter{RunID: run1.ID, Target: "c"}); len(cells) != 2 {
+		t.Errorf("%d rows for c, want 2", len(cells))
+	}
+}
+
+// A scenario the suite returned no result for gets an error row, so that
+// the grid shows the hole instead of hiding it.
+func TestExecuteTargetMissingResult(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	r := &Runner{Store: s, Run: func(ctx context.Context, tg conformance.Target, o conformance.Options) (*conformance.Report, error) {
+		return &conformance.Report{Results: []conformance.Result{{Scenario: "s1", Verdict: conformance.Pass}}}, nil
+	}}
+	run, err := r.RunCampaign(ctx, Campaign{Scenarios: []string{"s1", "s2"}, Targets: []conformance.Target{{Name: "a", Address: "h:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, _ := s.Cells(ctx, store.Filter{RunID: run.ID})
+	got := map[string]string{}
+	for _, c := range cells {
+		got[c.Scenario] = c.Verdict
+	}
+	if got["s1"] != "pass" || got["s2"] != "error" {
+		t.Errorf("verdicts %v, want s1 pass and s2 error", got)
 	}
 }
 

@@ -37,7 +37,7 @@ func demoCommand() *command {
 			fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` for per-result pcapng, qlog and key log")
 			fs.StringVar(&o.impls, "impls", "", "`implementations` to start, comma-separated (default: quiver, quic-go, go-x-net, ngtcp2)")
 			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
-			fs.IntVar(&o.parallel, "parallel", 4, "jobs (target × scenario) run at once")
+			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once against each server (the servers are tested at once)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
@@ -29,6 +30,21 @@ var demoImpls = []string{"quiver", "quic-go", "go-x-net", "ngtcp2"}
 type demoServer struct {
 	target conformance.Target
 	stop   func()
+	// restart stops the server and starts it again on the same address,
+	// after a probe crashed it.
+	restart func(ctx context.Context) error
+}
+
+// reviver restarts the demo's servers by target name.
+func reviver(servers []demoServer) func(ctx context.Context, t conformance.Target) error {
+	return func(ctx context.Context, t conformance.Target) error {
+		for _, s := range servers {
+			if s.target.Name == t.Name {
+				return s.restart(ctx)
+			}
+		}
+		return fmt.Errorf("%s was not started by the demo", t.Name)
+	}
 }
 
 // runDemo starts local servers, runs a campaign against them, prints the
@@ -78,7 +94,8 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	}
 	defer st.Close()
 	topts := &trackOpts{artifacts: o.artifacts, parallel: o.parallel, db: o.db}
-	run, err := runCampaign(ctx, env, st, topts, observatory.Campaign{Name: "demo", Targets: targets, Scenarios: scenarios})
+	started := time.Now()
+	run, err := runCampaign(ctx, env, st, topts, observatory.Campaign{Name: "demo", Targets: targets, Scenarios: scenarios}, reviver(servers))
 	if run.ID == 0 {
 		return err
 	}
@@ -89,6 +106,7 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	if cerr != nil {
 		return cerr
 	}
+	fmt.Fprintf(env.stderr, "campaign took %v\n", time.Since(started).Round(time.Second))
 	fmt.Fprintf(env.stdout, "run %d: %d results stored in %s\n\n", run.ID, len(cells), displayDB(o.db))
 	if err := observatory.WriteGrid(env.stdout, observatory.NewGrid(cells)); err != nil {
 		return err
@@ -145,18 +163,12 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 	triedInstall := false
 	for _, name := range want {
 		if name == "quiver" {
-			s, err := transfer.Listen(transfer.ServerConfig{Addr: "127.0.0.1:0", Root: www})
+			s, err := startQuiverServer(ctx, "127.0.0.1:0", www)
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("quiver: %v", err))
 				continue
 			}
-			sctx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { s.Serve(sctx); close(done) }()
-			out = append(out, demoServer{
-				target: conformance.Target{Name: "quiver", Address: s.Addr().String(), SNI: "localhost", Implementation: "quiver", Version: version},
-				stop:   func() { cancel(); <-done },
-			})
+			out = append(out, s)
 			continue
 		}
 		if certErr != nil {
@@ -186,16 +198,77 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		out = append(out, demoServer{
+		ds := demoServer{
 			target: conformance.Target{Name: im.Name, Address: p.Addr, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin)},
-			stop:   func() { p.Stop() },
-		})
+		}
+		var mu sync.Mutex
+		ds.stop = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			p.Stop()
+		}
+		ds.restart = func(rctx context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			p.Stop()
+			// The same address, so the target stays the same; the
+			// process lives on the demo's context, not the caller's.
+			np, err := im.StartServer(ctx, peers.ServerOpts{Addr: p.Addr, CertFile: cert, KeyFile: key, Root: www, LogDir: work})
+			if err != nil {
+				return fmt.Errorf("restart %s: %w", im.Name, err)
+			}
+			fmt.Fprintf(env.stderr, "restarted %s after it stopped answering\n", im.Name)
+			p = np
+			return nil
+		}
+		out = append(out, ds)
 	}
 	return out, skipped
 }
 
-// installPeers runs scripts/install-peers when the demo runs inside the
-// repository.
+// startQuiverServer serves www with Quiver's own engine, in process.
+func startQuiverServer(ctx context.Context, addr, www string) (demoServer, error) {
+	ds := demoServer{}
+	var (
+		mu     sync.Mutex
+		cancel context.CancelFunc
+		done   chan struct{}
+	)
+	listen := func(addr string) (string, error) {
+		s, err := transfer.Listen(transfer.ServerConfig{Addr: addr, Root: www})
+		if err != nil {
+			return "", err
+		}
+		sctx, c := context.WithCancel(ctx)
+		d := make(chan struct{})
+		go func() { s.Serve(sctx); close(d) }()
+		cancel, done = c, d
+		return s.Addr().String(), nil
+	}
+	bound, err := listen(addr)
+	if err != nil {
+		return ds, err
+	}
+	ds.target = conformance.Target{Name: "quiver", Address: bound, SNI: "localhost", Implementation: "quiver", Version: version}
+	ds.stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		cancel()
+		<-done
+	}
+	ds.restart = func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		cancel()
+		<-done
+		_, err := listen(bound)
+		return err
+	}
+	return ds, nil
+}
+
+// installPeers builds the Go peers with scripts/install-peers when the
+// demo runs inside the repository.
 func installPeers(env *cmdEnv) error {
 	binDir, err := peers.BinDir()
 	if err != nil {
@@ -205,8 +278,8 @@ func installPeers(env *cmdEnv) error {
 	if _, err := os.Stat(script); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "building the Go peers with %s (once)…\n", peers.InstallCommand)
-	cmd := exec.Command(script)
+	fmt.Fprintf(env.stderr, "building the Go peers with %s --go (once)…\n", peers.InstallCommand)
+	cmd := exec.Command(script, "--go")
 	cmd.Stdout, cmd.Stderr = env.stderr, env.stderr
 	return cmd.Run()
 }
@@ -217,6 +290,11 @@ func peerVersion(name, bin string) string {
 	mod := map[string]string{"quic-go": "github.com/quic-go/quic-go", "go-x-net": "golang.org/x/net"}[name]
 	if mod != "" {
 		if bi, err := buildinfo.ReadFile(bin); err == nil {
+			// x/net's interop command is built from inside x/net, which
+			// is then the binary's main module.
+			if bi.Main.Path == mod {
+				return bi.Main.Version
+			}
 			for _, d := range bi.Deps {
 				if d.Path == mod {
 					return d.Version

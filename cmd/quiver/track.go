@@ -30,7 +30,7 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated, for run")
 	fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` for per-result pcapng, qlog and key log (empty: keep none)")
 	fs.StringVar(&o.campaign, "campaign", "", "`label` of the run (default: the targets file name)")
-	fs.IntVar(&o.parallel, "parallel", 2, "jobs (target × scenario) run at once")
+	fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once against each target (targets: 4 at once)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each scenario (default: the suite's)")
 	fs.StringVar(&o.target, "target", "", "only this target `name` (show, changes)")
 	fs.IntVar(&o.window, "window", observatory.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
@@ -159,7 +159,7 @@ func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 		name = file
 	}
 	c := observatory.Campaign{Name: name, Targets: targets, Scenarios: scenarios}
-	run, err := runCampaign(ctx, env, st, o, c)
+	run, err := runCampaign(ctx, env, st, o, c, nil)
 	if err != nil && run.ID == 0 {
 		return err
 	}
@@ -174,13 +174,14 @@ func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 	return err
 }
 
-// runCampaign runs c into st, showing progress on stderr.
-func runCampaign(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, c observatory.Campaign) (store.Run, error) {
+// runCampaign runs c into st, showing progress on stderr. revive, when
+// set, restarts targets the command started itself.
+func runCampaign(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, c observatory.Campaign, revive func(context.Context, conformance.Target) error) (store.Run, error) {
 	total := len(c.Targets) * len(c.Scenarios)
 	fmt.Fprintf(env.stderr, "running %d scenarios × %d targets (%d jobs)\n", len(c.Scenarios), len(c.Targets), total)
 	r := &observatory.Runner{
 		Store: st, Run: suiteRun, ToolVersion: version, ArtifactsDir: o.artifacts,
-		Timeout: o.timeout, Parallel: o.parallel,
+		Timeout: o.timeout, Parallel: o.parallel, Revive: revive,
 		Progress: campaignProgress(env.stderr),
 	}
 	run, err := r.RunCampaign(ctx, c)
