@@ -198,7 +198,8 @@ func HandshakeClient(ctx context.Context, impl, rawURL, alpn string, n, parallel
 // `quiver get` do not expose.
 type QuiverEndpointConfig struct {
 	CC string
-	// AckRatio is passed to AckPolicyHook when not zero.
+	// AckRatio is passed to AckPolicyHook unless it is 0 or 2, the
+	// default of RFC 9000 (one ACK per two ack-eliciting packets).
 	AckRatio int
 }
 
@@ -212,7 +213,7 @@ func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
 	default:
 		return fmt.Errorf("congestion controller %q: want cubic or reno", q.CC)
 	}
-	if q.AckRatio != 0 {
+	if q.AckRatio != 0 && q.AckRatio != 2 {
 		return AckPolicyHook(cfg, q.AckRatio, server)
 	}
 	return nil

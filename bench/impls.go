@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/peers"
+	"github.com/quiver-quic/quiver/quic"
 )
 
 // Knobs are the settings the sweeps vary. The zero value leaves every
@@ -23,8 +24,9 @@ type Knobs struct {
 	// GSO switches the sender's UDP generic segmentation offload: on or off.
 	GSO string `json:"gso,omitempty"`
 	// AckRatio asks the data receiver for one ACK per AckRatio
-	// ack-eliciting packets (ACK frequency sender policy); 0 is the
-	// default of RFC 9000 (1:2), -1 the adaptive policy.
+	// ack-eliciting packets (ACK frequency sender policy); 2 is the
+	// default of RFC 9000 (1:2) on the bench's own Quiver endpoint, -1 the
+	// adaptive policy, 0 leaves the knob alone.
 	AckRatio int `json:"ack_ratio,omitempty"`
 }
 
@@ -36,13 +38,23 @@ type Bins struct {
 	Peers string
 }
 
-// DefaultBins finds the quiver binary and the peers' folder: this program
-// and its own folder when it is quiver (as bin/quiver sits beside the
-// peers that scripts/install-peers builds), else bin/ of the repository
-// (peers.BinDir, which $QUIVER_BIN overrides).
+// DefaultBins finds the quiver binary and the peers' folder. When this
+// program is quiver, it is the quiver binary; the peers are in $QUIVER_BIN
+// when set, else beside this program when quicgo-peer is there (as in
+// bin/, where scripts/install-peers puts both), else in bin/ of the
+// repository (peers.BinDir).
 func DefaultBins() (Bins, error) {
-	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "quiver" && os.Getenv("QUIVER_BIN") == "" {
-		return Bins{Quiver: exe, Peers: filepath.Dir(exe)}, nil
+	exe, err := os.Executable()
+	if err == nil && filepath.Base(exe) == "quiver" {
+		b := Bins{Quiver: exe, Peers: os.Getenv("QUIVER_BIN")}
+		if b.Peers == "" {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(exe), "quicgo-peer")); err == nil {
+				b.Peers = filepath.Dir(exe)
+			} else if b.Peers, err = peers.BinDir(); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
 	}
 	dir, err := peers.BinDir()
 	if err != nil {
@@ -131,6 +143,11 @@ var impls = map[string]*impl{
 				// endpoint on the same engine takes them.
 				if err := only("cc", s.knobs.CC, "cubic", "reno"); err != nil {
 					return cmdSpec{}, err
+				}
+				if r := s.knobs.AckRatio; r != 0 && r != 2 {
+					if err := AckPolicyHook(&quic.Config{}, r, true); err != nil {
+						return cmdSpec{}, fmt.Errorf("ACK ratio %s: %w: %v", ratioName(r), errUnsupported, err)
+					}
 				}
 				args := []string{"bench", "quiver-serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root}
 				if s.knobs.CC != "" {

@@ -22,7 +22,8 @@ type Split struct {
 	// Other: the Go runtime (GC, scheduler, allocation not attributable
 	// to the above), file I/O and everything else.
 	Other float64 `json:"other"`
-	// Samples is the number of samples the split rests on.
+	// Samples is the number of profile samples (at pprof's 100 Hz, one
+	// per 10 ms of CPU) the split rests on.
 	Samples int64 `json:"samples"`
 }
 
@@ -36,6 +37,10 @@ func category(fn string) string {
 		strings.HasPrefix(fn, "golang.org/x/net/ipv4."), strings.HasPrefix(fn, "golang.org/x/net/ipv6."),
 		strings.HasPrefix(fn, "golang.org/x/net/internal/socket."):
 		return "io"
+	case strings.HasPrefix(fn, "crypto/tls."):
+		// The TLS record layer is TCP+TLS's protocol logic; the AEAD
+		// and handshake primitives under it are crypto.
+		return "protocol"
 	case strings.HasPrefix(fn, "crypto/"), strings.HasPrefix(fn, "golang.org/x/crypto/"),
 		strings.HasPrefix(fn, "vendor/golang.org/x/crypto/"):
 		return "crypto"
@@ -82,7 +87,7 @@ func ClassifyProfile(p *profile.Profile) Split {
 		}
 		counts[cat] += v
 		total += v
-		sp.Samples++
+		sp.Samples += v
 	}
 	if total == 0 {
 		return sp

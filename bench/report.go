@@ -194,6 +194,9 @@ func WriteMarkdown(w io.Writer, res *Result, charts []string) {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 		}
 	}
+	if res.Kind == "ackfreq" {
+		writeAckFreqTable(w, res)
+	}
 	if len(res.Unsupported) > 0 {
 		fmt.Fprintf(w, "\nNot run:\n\n")
 		for _, n := range res.Unsupported {
@@ -263,4 +266,34 @@ func pngs(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// writeAckFreqTable adds the return-path view: per path and ACK ratio, the
+// datagrams and bytes the client sent back, their reduction against the
+// path's 1:2 default measured in the same run, goodput and completion time.
+func writeAckFreqTable(w io.Writer, res *Result) {
+	fmt.Fprintf(w, "\nReturn path (client to server) per transfer, medians; \"small\" counts datagrams of at most %d bytes, the ACK-only packets:\n\n", SmallDatagram)
+	fmt.Fprintf(w, "| path | ACK ratio | goodput Mbit/s | completion s | data datagrams | return datagrams | small | data per return datagram | return bytes | fewer datagrams than 1:2 | goodput vs 1:2 | data lost | CPU s/GB server + client |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range res.Summaries {
+		path, ratio, _ := strings.Cut(s.Config, "/")
+		base := slices.IndexFunc(res.Summaries, func(b Summary) bool { return b.Config == path+"/1:2" })
+		red, gp := "–", "–"
+		if base >= 0 && res.Summaries[base].Rate.N > 0 && s.Rate.N > 0 {
+			b := res.Summaries[base]
+			if s.UpDatagrams.Median > 0 {
+				red = fmt.Sprintf("%.1f×", b.UpDatagrams.Median/s.UpDatagrams.Median)
+			}
+			gp = fmt.Sprintf("%+.1f %%", (s.Rate.Median/b.Rate.Median-1)*100)
+		}
+		per := 0.0
+		if s.UpDatagrams.Median > 0 {
+			per = s.DownDatagrams.Median / s.UpDatagrams.Median
+		}
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f | %.0f | %.0f | %.0f | %.1f | %.0f | %s | %s | %.0f | %.2f + %.2f |\n", path, ratio, s.Rate.Median, s.Completion.Median,
+			s.DownDatagrams.Median, s.UpDatagrams.Median, s.UpSmall.Median, per, s.UpBytes.Median, red, gp, s.DownLost.Median, s.ServerCPU.Median, s.ClientCPU.Median)
+	}
+	for _, n := range res.Unsupported {
+		_, ratio, _ := strings.Cut(n.Config, "/")
+		fmt.Fprintf(w, "| %s | %s | not available until the engine's ACK-frequency sender lands | | | | | | | | | | |\n", strings.Split(n.Config, "/")[0], ratio)
+	}
 }

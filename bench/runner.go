@@ -72,10 +72,12 @@ type Config struct {
 	// Rmem, when positive, sets net.core.rmem_default and rmem_max (bytes)
 	// for the runs of this configuration; the old values come back after.
 	Rmem int `json:"rmem,omitempty"`
-	// Topology is "loopback" (default) or "veth": a namespace pair joined
-	// by a veth pair, shaped with tbf at Rate bit/s when Rate > 0.
-	Topology string `json:"topology,omitempty"`
-	Rate     int64  `json:"rate_bps,omitempty"`
+	// Topology is "loopback" (default), "veth": a namespace pair joined
+	// by a veth pair, shaped with tbf at Rate bit/s when Rate > 0, or
+	// "relay": loopback through a netem.Relay emulating Path.
+	Topology string        `json:"topology,omitempty"`
+	Rate     int64         `json:"rate_bps,omitempty"`
+	Path     *EmulatedPath `json:"path,omitempty"`
 }
 
 // Options is what a goodput or handshake measurement runs.
@@ -133,6 +135,8 @@ type Run struct {
 	// Profiles maps "server" and "client" to the CPU split of their
 	// profile, when one was taken.
 	Profiles map[string]Split `json:"profiles,omitempty"`
+	// Link is what the relay saw, on the relay topology.
+	Link *LinkStats `json:"link,omitempty"`
 	// Err is why the run failed; failed runs are kept and excluded from
 	// the statistics.
 	Err string `json:"error,omitempty"`
@@ -303,6 +307,12 @@ func (c *cell) check(o *Options, ws *workspace) error {
 	if c.cfg.Topology == "veth" && os.Geteuid() != 0 {
 		return fmt.Errorf("veth namespaces need root: %w", errUnsupported)
 	}
+	if c.cfg.Knobs.AckRatio != 0 && (c.srv.name != "quiver" || c.cli.name != "quiver") {
+		return fmt.Errorf("ACK frequency policies: only Quiver implements the sender: %w", errUnsupported)
+	}
+	if c.cfg.Topology == "relay" && c.cfg.Path == nil {
+		return fmt.Errorf("relay topology without a path")
+	}
 	return nil
 }
 
@@ -463,9 +473,20 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 		s.profile = filepath.Join(runDir, "client.pprof")
 		profiles["client"] = s.profile
 	}
+	var stopRelay func() LinkStats
+	if c.cfg.Topology == "relay" {
+		if stopRelay, err = startRelay(ctx, c.cfg.Path, s, uint64(iter)+1); err != nil {
+			srv.stop()
+			r.Err = err.Error()
+			return r
+		}
+	}
 	spec, err := c.cli.client(s)
 	if err != nil {
 		srv.stop()
+		if stopRelay != nil {
+			stopRelay()
+		}
 		r.Err = err.Error()
 		return r
 	}
@@ -476,6 +497,10 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 		r.ClientCPU, err = cli.wait(ctx)
 	}
 	r.Wall = time.Since(begin)
+	if stopRelay != nil {
+		ls := stopRelay()
+		r.Link = &ls
+	}
 	var serr error
 	r.ServerCPU, serr = srv.stop()
 	r.UDP = env.udp(s.clientNS).sub(before)

@@ -61,6 +61,16 @@ type Summary struct {
 	Ratios map[string]float64 `json:"ratios,omitempty"`
 	// CPURatios compares total CPU per byte (or per handshake) likewise.
 	CPURatios map[string]float64 `json:"cpu_ratios,omitempty"`
+	// On the relay topology: the client's completion time in seconds, and
+	// the return path's datagrams, bytes and small (ACK-only) datagrams
+	// per run.
+	Completion  Stat `json:"completion_s"`
+	UpDatagrams Stat `json:"up_datagrams"`
+	UpBytes     Stat `json:"up_bytes"`
+	UpSmall     Stat `json:"up_small"`
+	DownLost    Stat `json:"down_lost"`
+	// DownDatagrams is the data direction's datagrams per run.
+	DownDatagrams Stat `json:"down_datagrams"`
 }
 
 // Baselines are the pairs every other is compared with, when measured.
@@ -91,7 +101,7 @@ func summarize(res *Result) []Summary {
 	for _, k := range order {
 		runs := groups[k]
 		s := Summary{Config: k.cfg, Pair: k.pair, ALPN: runs[0].ALPN}
-		var rate, scpu, ccpu, drops []float64
+		var rate, scpu, ccpu, drops, compl, upd, upb, ups, lost, downd []float64
 		splits := map[string][]Split{}
 		for _, r := range runs {
 			if r.Err != "" {
@@ -108,11 +118,21 @@ func summarize(res *Result) []Summary {
 				ccpu = append(ccpu, r.CPUPerGB(r.ClientCPU))
 			}
 			drops = append(drops, float64(r.UDP.RcvbufErrors))
+			if r.Link != nil {
+				compl = append(compl, r.Wall.Seconds())
+				upd = append(upd, float64(r.Link.Up.Offered))
+				upb = append(upb, float64(r.Link.Up.OfferedBytes))
+				ups = append(ups, float64(r.Link.UpSmall))
+				lost = append(lost, float64(r.Link.Down.Dropped()))
+				downd = append(downd, float64(r.Link.Down.Offered))
+			}
 			for role, sp := range r.Profiles {
 				splits[role] = append(splits[role], sp)
 			}
 		}
 		s.Rate, s.ServerCPU, s.ClientCPU, s.Drops = stat(rate), stat(scpu), stat(ccpu), stat(drops)
+		s.Completion, s.UpDatagrams, s.UpBytes, s.UpSmall, s.DownLost = stat(compl), stat(upd), stat(upb), stat(ups), stat(lost)
+		s.DownDatagrams = stat(downd)
 		if len(splits) > 0 {
 			s.Profiles = map[string]Split{}
 			for role, sps := range splits {

@@ -298,7 +298,27 @@ func benchQuiverGet(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 func benchAckFreq(ctx context.Context, env *cmdEnv, args []string) error {
-	return notBuilt(env, "quiver bench ackfreq", "this change's next step")
+	fs := flag.NewFlagSet("quiver bench ackfreq", flag.ContinueOnError)
+	var c commonFlags
+	c.register(fs, "quiver", 3)
+	size := fs.String("size", "10MB", "file `size` per transfer")
+	paths := fs.String("paths", strings.Join(bench.PathNames, ","), "emulated `paths`: "+strings.Join(bench.PathNames, ", "))
+	ratios := fs.String("ratios", bench.DefaultRatios, "ACK `ratios` (ack-eliciting packets per ACK; 2 is RFC 9000's default) and adaptive")
+	if help, err := parseSub(env, fs, "quiver bench ackfreq [flags]", args); help || err != nil {
+		return err
+	}
+	o, err := c.options(env, commandLine("ackfreq", args))
+	if err != nil {
+		return err
+	}
+	if o.Size, err = bench.ParseSize(*size); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.Configs, err = bench.AckFreqConfigs(splitList(*paths), splitList(*ratios)); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	res, err := bench.AckFreq(ctx, o)
+	return finish(env, res, err, c.out, "ackfreq")
 }
 
 // startCPUProfile backs the --cpuprofile flags of quiver serve and get.
