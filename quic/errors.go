@@ -66,11 +66,6 @@ func (IdleTimeoutError) Timeout() bool { return true }
 // Temporary reports false.
 func (IdleTimeoutError) Temporary() bool { return false }
 
-// HandshakeTimeoutError reports that a handshake did not complete in time.
-type HandshakeTimeoutError struct{}
-
-func (HandshakeTimeoutError) Error() string { return "quic: handshake timed out" }
-
 // VersionNegotiationError reports that a client and server share no QUIC
 // version. Ours lists what the client offered, Theirs what the server
 // announced in its Version Negotiation packet.

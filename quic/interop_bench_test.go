@@ -1,12 +1,10 @@
 package quic_test
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,34 +13,27 @@ import (
 )
 
 // TestInteropThroughput compares, side by side in one run, the goodput of
-// a 100 MB hq-interop download from a quic-go server by a Quiver client
-// and by a quic-go client. Set QUIVER_BENCH=1 to run it.
+// a 100 MB hq-interop download: from a quic-go server by a Quiver client
+// and by a quic-go client, and from a Quiver server by a quic-go client.
+// Set QUIVER_BENCH=1 to run it. The quic-go client's figures include its
+// process start and writing the file.
 func TestInteropThroughput(t *testing.T) {
 	if os.Getenv("QUIVER_BENCH") == "" {
 		t.Skip("set QUIVER_BENCH=1")
 	}
 	const size = 100 << 20
-	srvImpl := needPeer(t, "quic-go", "server")
-	dir := t.TempDir()
-	root := filepath.Join(dir, "www")
-	os.Mkdir(root, 0o755)
-	os.WriteFile(filepath.Join(root, "big"), content(size), 0o644)
-	certFile, keyFile, _ := peers.WriteSelfSignedCert(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	p, err := srvImpl.StartServer(ctx, peers.ServerOpts{CertFile: certFile, KeyFile: keyFile, Root: root, ALPN: peers.ALPNHQ, TestCase: "transfer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	im := needPeer(t, "quic-go", "server")
+	e := newInteropEnv(t, size)
+	p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: "transfer"})
+	mbps := func(d time.Duration) float64 { return float64(size) * 8 / d.Seconds() / 1e6 }
 	for round := 0; round < 3; round++ {
-		c, err := quic.Dial(ctx, "udp", p.Addr, &quic.Config{TLSConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{peers.ALPNHQ}}})
+		c, err := quic.Dial(e.ctx, "udp", p.Addr, &quic.Config{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		s, _ := c.OpenStream(ctx)
-		fmt.Fprintf(s, "GET /big\r\n")
+		s, _ := c.OpenStream(e.ctx)
+		fmt.Fprintf(s, "GET /%s\r\n", fileName(size))
 		s.CloseWrite()
 		n, err := io.Copy(io.Discard, s)
 		el := time.Since(start)
@@ -50,27 +41,14 @@ func TestInteropThroughput(t *testing.T) {
 		if err != nil || n != size {
 			t.Fatalf("quiver: %d bytes, %v", n, err)
 		}
-		t.Logf("quiver client <- quic-go server: %.0f Mbit/s", float64(size)*8/el.Seconds()/1e6)
-		out := t.TempDir()
-		res, err := srvImpl.RunClient(ctx, peers.ClientOpts{URLs: []string{"https://" + p.Addr + "/big"}, OutDir: out, ALPN: peers.ALPNHQ, TestCase: "transfer"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("quic-go client <- quic-go server: %.0f Mbit/s (process time incl. start)", float64(size)*8/res.Duration.Seconds()/1e6)
+		t.Logf("quiver client <- quic-go server: %.0f Mbit/s", mbps(el))
+		res := e.peerClient(im, p.Addr, peers.ALPNHQ, "transfer", size)
+		t.Logf("quic-go client <- quic-go server: %.0f Mbit/s", mbps(res.Duration))
 	}
-	cert, _, _ := peers.SelfSigned()
-	ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{peers.ALPNHQ}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
-	go serveHQ(ctx, ep, root)
+	ep := e.quiverServer(&quic.Config{}, peers.ALPNHQ)
+	go serveHQ(e.ctx, ep, e.root)
 	for round := 0; round < 3; round++ {
-		out := t.TempDir()
-		res, err := srvImpl.RunClient(ctx, peers.ClientOpts{URLs: []string{fmt.Sprintf("https://%s/big", ep.Addr())}, OutDir: out, ALPN: peers.ALPNHQ, TestCase: "transfer"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("quic-go client <- quiver server: %.0f Mbit/s (process time incl. start)", float64(size)*8/res.Duration.Seconds()/1e6)
+		res := e.peerClient(im, ep.Addr().String(), peers.ALPNHQ, "transfer", size)
+		t.Logf("quic-go client <- quiver server: %.0f Mbit/s", mbps(res.Duration))
 	}
 }
