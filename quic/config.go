@@ -72,6 +72,11 @@ type Config struct {
 	// and the TLS state is complete only once the handshake is.
 	Allow0RTT bool
 
+	// MaxDatagramFrameSize, when not 0, enables DATAGRAM frames (RFC 9221)
+	// and is announced as max_datagram_frame_size: the largest DATAGRAM
+	// frame we accept. See Conn.SendDatagram and Conn.ReceiveDatagram.
+	MaxDatagramFrameSize uint64
+
 	// RequireRetry makes a server answer every Initial without a valid
 	// token with a Retry packet (RFC 9000 §8.1.2).
 	RequireRetry bool

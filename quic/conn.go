@@ -45,7 +45,10 @@ type Conn struct {
 	acceptWakeUni chan struct{} // a uni stream was queued for AcceptUniStream
 	tlsState      tls.ConnectionState
 	info          ConnectionInfo
-	alpn          string
+	// DATAGRAM queues and the peer's max_datagram_frame_size.
+	dgrams          datagramState
+	peerMaxDatagram uint64
+	alpn            string
 
 	// Everything below belongs to the loop.
 	connState

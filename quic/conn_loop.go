@@ -106,6 +106,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		acceptWakeUni: make(chan struct{}, 1),
 	}
 	c.closing.sentSignal = make(chan struct{})
+	c.dgrams.inWake = make(chan struct{}, 1)
 	for i := range c.spaces {
 		c.spaces[i].init(spaceID(i))
 		c.spaces[i].acks.init(spaceID(i), cfg.maxAckDelay())

@@ -42,6 +42,10 @@ func (c *Conn) localTransportParams() []byte {
 	p.AckDelayExponent = uint64(cfg.ackDelayExponent())
 	p.MaxAckDelay = uint64(cfg.maxAckDelay().Milliseconds())
 	p.ActiveConnectionIDLimit = cfg.activeCIDLimit()
+	if cfg.MaxDatagramFrameSize > 0 {
+		p.HasMaxDatagramFrameSize = true
+		p.MaxDatagramFrameSize = cfg.MaxDatagramFrameSize
+	}
 	p.HasInitialSourceConnectionID = true
 	p.InitialSourceConnectionID = c.localCID
 	// A client never migrates; a server follows a client that does.
@@ -75,6 +79,11 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 	}
 	if err := c.validateCIDParams(p); err != nil {
 		return err
+	}
+	if p.HasMaxDatagramFrameSize {
+		c.mu.Lock()
+		c.peerMaxDatagram = p.MaxDatagramFrameSize
+		c.mu.Unlock()
 	}
 	c.peerParams = transportParams{
 		maxIdleTimeout:   time.Duration(p.MaxIdleTimeout) * time.Millisecond,

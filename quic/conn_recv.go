@@ -234,6 +234,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	c.lastActivity = now
 	c.lastAckElicitingSent = time.Time{}
 	info := recvPacketInfo{space: space, pn: pn, typ: h.Type, size: len(pkt), dgramSize: dgramSize, header: &h}
+	if c.probe != nil && c.probe.OnPacketReceived != nil {
+		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload})
+	}
 	ackEliciting, ok := c.handleFrames(now, &info, payload)
 	if !ok {
 		return 0
@@ -250,9 +253,6 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		if info.nonProbing {
 			c.onPeerAddressChange(now, c.dgramAddr)
 		}
-	}
-	if c.probe != nil && c.probe.OnPacketReceived != nil {
-		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, Payload: payload})
 	}
 	return h.PacketLen
 }
@@ -377,10 +377,12 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		return c.streams.onMaxStreams(f)
 	case *wire.DataBlockedFrame, *wire.StreamDataBlockedFrame, *wire.StreamsBlockedFrame:
 		// Informational; our credit policy does not depend on them.
+	case *wire.DatagramFrame:
+		return c.onDatagram(now, f)
 	default:
-		// DATAGRAM, ACK_FREQUENCY and IMMEDIATE_ACK are not negotiated.
-		// RFC 9221 §3 / draft-ietf-quic-ack-frequency: receiving them
-		// unnegotiated is a PROTOCOL_VIOLATION.
+		// ACK_FREQUENCY and IMMEDIATE_ACK are not negotiated
+		// (draft-ietf-quic-ack-frequency: receiving them unnegotiated is a
+		// PROTOCOL_VIOLATION).
 		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "frame %v not negotiated", f.Type())
 	}
 	return nil

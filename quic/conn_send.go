@@ -355,7 +355,7 @@ func (c *Conn) hasPending(space spaceID, cwndOK bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := &c.streams
-	return len(s.sendQueue) > 0 || len(s.ctlQueue) > 0 || s.flow.WantsMaxData() ||
+	return len(s.sendQueue) > 0 || len(s.ctlQueue) > 0 || len(c.dgrams.out) > 0 || s.flow.WantsMaxData() ||
 		s.limits.WantsMaxStreams(true) || s.limits.WantsMaxStreams(false)
 }
 
@@ -403,6 +403,7 @@ func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p
 	}
 	buf = c.cids.appendFrames(buf, end, log, p)
 	c.mu.Lock()
+	buf = c.appendDatagrams(buf, end, log, p)
 	buf = c.appendStreamControl(now, buf, end, log, p)
 	buf = c.appendStreamData(now, buf, end, log, p)
 	c.mu.Unlock()

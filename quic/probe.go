@@ -13,11 +13,16 @@ import (
 type Probe struct {
 	// OnPacketReceived observes every packet after decryption.
 	OnPacketReceived func(PacketInfo)
-	// OnPacketSent observes every packet before protection.
+	// OnPacketSent observes every packet before protection. It may also
+	// change the plaintext payload in place (same length) to alter what is
+	// sealed; the engine's record of what the packet carried is not
+	// updated.
 	OnPacketSent func(PacketInfo)
 	// OnSendDatagram sees every sealed datagram before it is written and
 	// returns the datagrams to write instead: nil drops it, two copies
-	// duplicate it, a changed copy corrupts it.
+	// duplicate it, a changed copy corrupts it. To delay one, return nil
+	// and write a copy later with Conn.SendRawDatagram. GSO is off while
+	// this hook is set.
 	OnSendDatagram func(b []byte) [][]byte
 	// DropIncoming, when it returns true, drops a received datagram
 	// before processing.
@@ -52,7 +57,11 @@ type PacketInfo struct {
 	DCID, SCID   []byte
 	Size         int
 	DatagramSize int
-	Payload      []byte
+	// ECN is the ECN codepoint of the received datagram's IP header (0
+	// until the engine reads it from the socket; see the TODO in the
+	// package notes).
+	ECN     uint8
+	Payload []byte
 }
 
 // Packet number spaces for InjectFrames.

@@ -376,3 +376,66 @@ func TestNATRebinding(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestDatagrams sends DATAGRAM frames both ways (RFC 9221), checks the
+// size limit, and that an endpoint which did not offer datagrams refuses
+// to send them.
+func TestDatagrams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.MaxDatagramFrameSize = 1200
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.MaxDatagramFrameSize = 500
+		sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		go func() {
+			sc, err := sep.Accept(t.Context())
+			if err != nil {
+				return
+			}
+			for {
+				b, err := sc.ReceiveDatagram(t.Context())
+				if err != nil {
+					return
+				}
+				sc.SendDatagram(append([]byte("echo:"), b...))
+			}
+		}()
+		cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+		defer cep.Close()
+		c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			if err := c.SendDatagram([]byte(fmt.Sprint("ping ", i))); err != nil {
+				t.Fatal(err)
+			}
+			b, err := c.ReceiveDatagram(t.Context())
+			if err != nil || string(b) != fmt.Sprint("echo:ping ", i) {
+				t.Fatalf("got %q, %v", b, err)
+			}
+		}
+		if err := c.SendDatagram(make([]byte, 1300)); err == nil {
+			t.Errorf("a datagram larger than the peer's limit was accepted")
+		}
+		c.Close(0, "")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendDatagram([]byte("x")); !errors.Is(err, ErrDatagramsNotNegotiated) {
+			t.Fatalf("got %v, want ErrDatagramsNotNegotiated", err)
+		}
+		c.Close(0, "")
+	})
+}
