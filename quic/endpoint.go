@@ -131,6 +131,9 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 		readDone:    make(chan struct{}),
 	}
 	e.udp, _ = pc.(*net.UDPConn)
+	if e.udp != nil {
+		enableECNReceive(e.udp)
+	}
 	var err error
 	if e.tokens, err = newTokenProtector(); err != nil {
 		return nil, err
@@ -326,12 +329,15 @@ func (e *Endpoint) writeTo(b []byte, addr netip.AddrPort) error {
 
 func (e *Endpoint) readLoop() {
 	defer close(e.readDone)
+	var oob [ecnOOBBufferLen]byte
 	for {
 		d := newDatagram()
 		var n int
 		var err error
 		if e.udp != nil {
-			n, d.addr, err = e.udp.ReadFromUDPAddrPort(d.buf)
+			var oobn int
+			n, oobn, _, d.addr, err = e.udp.ReadMsgUDPAddrPort(d.buf, oob[:])
+			d.ecn = parseECN(oob[:oobn])
 		} else {
 			var a net.Addr
 			n, a, err = e.pc.ReadFrom(d.buf)

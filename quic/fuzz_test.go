@@ -41,3 +41,12 @@ func FuzzRetryToken(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseECN(f *testing.F) {
+	f.Add([]byte{17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if e := parseECN(b); e > 3 {
+			t.Fatalf("ECN %d", e)
+		}
+	})
+}

@@ -475,3 +475,35 @@ func TestInterop0RTT(t *testing.T) {
 		}
 	})
 }
+
+// TestInteropECN checks that the Quiver client reads the ECN marks quic-go
+// puts on its packets (ECT(0)) and reports them back: quic-go would stop
+// marking after its ECN validation failed (RFC 9000 §13.4.2).
+func TestInteropECN(t *testing.T) {
+	im := needPeer(t, "quic-go", "server")
+	n := interopSizes[2]
+	e := newInteropEnv(t, n)
+	p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: "transfer"})
+	var mu sync.Mutex
+	marks := map[uint8]int{}
+	cfg := &quic.Config{
+		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}},
+		Probe: &quic.Probe{OnPacketReceived: func(pi quic.PacketInfo) {
+			mu.Lock()
+			marks[pi.ECN]++
+			mu.Unlock()
+		}},
+	}
+	c, err := quic.Dial(e.ctx, "udp", p.Addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(0, "")
+	hqFetchAll(t, e.ctx, c, p, []int{n})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("ECN codepoints of received packets: %v", marks)
+	if marks[2] == 0 {
+		t.Errorf("no ECT(0) packet seen from quic-go")
+	}
+}
