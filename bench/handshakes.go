@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -15,29 +13,14 @@ import (
 // start does not count.
 func runHandshakes(ctx context.Context, o *Options, ws *workspace, env *environment, c *cell, iter int) (r Run) {
 	r = Run{Config: c.cfg.Name, Pair: c.pair, ALPN: c.alpn, Iter: iter}
-	s, runDir, err := newSite(o, ws, env, c, iter)
-	if err != nil {
-		r.Err = err.Error()
-		return r
-	}
-	defer os.RemoveAll(filepath.Join(runDir, "out"))
 	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
-	profiles := map[string]string{}
-	if o.Profile && c.srv.goProfile {
-		s.profile = filepath.Join(runDir, "server.pprof")
-		profiles["server"] = s.profile
-	}
-	srv, err := startServer(ctx, c, s)
+	s, srv, profiles, cleanup, err := startRun(ctx, o, ws, env, c, iter)
 	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
-	s.profile = ""
-	if o.Profile && c.cli.goProfile {
-		s.profile = filepath.Join(runDir, "client.pprof")
-		profiles["client"] = s.profile
-	}
+	defer cleanup()
 	spec, err := c.cli.hsClient(s, o.Handshakes, max(o.Parallel, 1))
 	if err != nil {
 		srv.stop()

@@ -447,32 +447,44 @@ func startServer(ctx context.Context, c *cell, s *site) (*proc, error) {
 	return p, nil
 }
 
-// runTransfer measures one download.
-func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environment, c *cell, iter int) (r Run) {
-	r = Run{Config: c.cfg.Name, Pair: c.pair, ALPN: c.alpn, Iter: iter, Bytes: ws.size}
+// startRun prepares a run's site and starts its server, with CPU profile
+// files for the Go endpoints when asked; the site is left ready for the
+// client (its profile file set). The returned cleanup removes the run's
+// downloads.
+func startRun(ctx context.Context, o *Options, ws *workspace, env *environment, c *cell, iter int) (s *site, srv *proc, profiles map[string]string, cleanup func(), err error) {
 	s, runDir, err := newSite(o, ws, env, c, iter)
 	if err != nil {
-		r.Err = err.Error()
-		return r
+		return nil, nil, nil, nil, err
 	}
-	defer os.RemoveAll(filepath.Join(runDir, "out"))
-	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
-	defer cancel()
-	profiles := map[string]string{}
+	cleanup = func() { os.RemoveAll(filepath.Join(runDir, "out")) }
+	profiles = map[string]string{}
 	if o.Profile && c.srv.goProfile {
 		s.profile = filepath.Join(runDir, "server.pprof")
 		profiles["server"] = s.profile
 	}
-	srv, err := startServer(ctx, c, s)
-	if err != nil {
-		r.Err = err.Error()
-		return r
+	if srv, err = startServer(ctx, c, s); err != nil {
+		cleanup()
+		return nil, nil, nil, nil, err
 	}
 	s.profile = ""
 	if o.Profile && c.cli.goProfile {
 		s.profile = filepath.Join(runDir, "client.pprof")
 		profiles["client"] = s.profile
 	}
+	return s, srv, profiles, cleanup, nil
+}
+
+// runTransfer measures one download.
+func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environment, c *cell, iter int) (r Run) {
+	r = Run{Config: c.cfg.Name, Pair: c.pair, ALPN: c.alpn, Iter: iter, Bytes: ws.size}
+	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
+	defer cancel()
+	s, srv, profiles, cleanup, err := startRun(ctx, o, ws, env, c, iter)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer cleanup()
 	var stopRelay func() LinkStats
 	if c.cfg.Topology == "relay" {
 		if stopRelay, err = startRelay(ctx, c.cfg.Path, s, uint64(iter)+1); err != nil {
