@@ -72,6 +72,12 @@ type Config struct {
 	// and the TLS state is complete only once the handshake is.
 	Allow0RTT bool
 
+	// MinAckDelay is the min_ack_delay transport parameter of the ACK
+	// frequency extension (draft-ietf-quic-ack-frequency): advertising it
+	// lets the peer send ACK_FREQUENCY and IMMEDIATE_ACK. Default 1ms; a
+	// negative value turns the extension off.
+	MinAckDelay time.Duration
+
 	// MaxDatagramFrameSize, when not 0, enables DATAGRAM frames (RFC 9221)
 	// and is announced as max_datagram_frame_size: the largest DATAGRAM
 	// frame we accept. See Conn.SendDatagram and Conn.ReceiveDatagram.

@@ -219,3 +219,6 @@ func (c *Conn) ConnectionInfo() ConnectionInfo {
 	defer c.mu.Unlock()
 	return c.info
 }
+
+// contextBackground is the context of loop calls that cannot be cancelled.
+var contextBackground = context.Background()

@@ -75,6 +75,7 @@ type connState struct {
 	frameBuf []byte
 	probeRT  probeRuntime
 	stats    connStats
+	ackFreq  ackFreqState
 	gso      gsoBatch
 }
 

@@ -28,6 +28,7 @@ const (
 	frHandshakeDone
 	frNewConnectionID
 	frRetireConnectionID
+	frAckFrequency
 	frOther
 )
 
@@ -304,6 +305,8 @@ func (c *Conn) onPacketLost(now time.Time, space spaceID, p recovery.SentPacket)
 			c.handshakeDonePending = true
 		case frNewConnectionID, frRetireConnectionID:
 			c.cids.onLost(f)
+		case frAckFrequency:
+			c.onAckFrequencyLost(f.id)
 		default:
 			c.streams.onFrameLost(f)
 		}

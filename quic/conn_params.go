@@ -42,6 +42,10 @@ func (c *Conn) localTransportParams() []byte {
 	p.AckDelayExponent = uint64(cfg.ackDelayExponent())
 	p.MaxAckDelay = uint64(cfg.maxAckDelay().Milliseconds())
 	p.ActiveConnectionIDLimit = cfg.activeCIDLimit()
+	if d := cfg.minAckDelay(); d > 0 {
+		p.HasMinAckDelay = true
+		p.MinAckDelay = uint64(d.Microseconds())
+	}
 	if cfg.MaxDatagramFrameSize > 0 {
 		p.HasMaxDatagramFrameSize = true
 		p.MaxDatagramFrameSize = cfg.MaxDatagramFrameSize

@@ -379,10 +379,11 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		// Informational; our credit policy does not depend on them.
 	case *wire.DatagramFrame:
 		return c.onDatagram(now, f)
+	case *wire.AckFrequencyFrame:
+		return c.onAckFrequency(now, f)
+	case *wire.ImmediateAckFrame:
+		return c.onImmediateAck(now, f)
 	default:
-		// ACK_FREQUENCY and IMMEDIATE_ACK are not negotiated
-		// (draft-ietf-quic-ack-frequency: receiving them unnegotiated is a
-		// PROTOCOL_VIOLATION).
 		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "frame %v not negotiated", f.Type())
 	}
 	return nil

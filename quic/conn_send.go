@@ -349,7 +349,7 @@ func (c *Conn) hasPending(space spaceID, cwndOK bool) bool {
 	if space != appSpace {
 		return false
 	}
-	if c.handshakeDonePending || c.cids.hasPending() {
+	if c.handshakeDonePending || c.cids.hasPending() || c.ackFreq.pending != nil || c.ackFreq.immediateAck {
 		return true
 	}
 	c.mu.Lock()
@@ -402,6 +402,7 @@ func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p
 		p.ackElic = true
 	}
 	buf = c.cids.appendFrames(buf, end, log, p)
+	buf = c.appendAckFrequency(buf, end, log, p)
 	c.mu.Lock()
 	buf = c.appendDatagrams(buf, end, log, p)
 	buf = c.appendStreamControl(now, buf, end, log, p)

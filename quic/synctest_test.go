@@ -439,3 +439,55 @@ func TestDatagrams(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestAckFrequency has the server (the data sender) ask the client for
+// one ACK per ten packets: the client then sends far fewer packets for
+// the same download.
+func TestAckFrequency(t *testing.T) {
+	count := func(threshold uint64) int {
+		var sent int
+		synctest.Test(t, func(t *testing.T) {
+			n := newMemNet(5 * time.Millisecond)
+			ccfg := testClientConfig(t, "hq-interop")
+			ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
+				if p.Space == SpaceApplication {
+					sent++
+				}
+			}}
+			sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+			defer sep.Close()
+			defer cep.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fetch(t.Context(), c, 100); err != nil {
+				t.Fatal(err)
+			}
+			if threshold > 0 {
+				var sc *Conn
+				sep.mu.Lock()
+				for x := range sep.all {
+					sc = x
+				}
+				sep.mu.Unlock()
+				if err := sc.SetAckFrequency(threshold, 20*time.Millisecond, 3); err != nil {
+					t.Fatal(err)
+				}
+				if err := sc.SendImmediateAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sent = 0
+			if err := fetch(t.Context(), c, 2<<20); err != nil {
+				t.Fatal(err)
+			}
+			c.Close(0, "")
+		})
+		return sent
+	}
+	base, reduced := count(0), count(9)
+	t.Logf("client packets for 2 MB: %d with RFC 9000 ACKs, %d with threshold 9", base, reduced)
+	if reduced*3 > base {
+		t.Errorf("ACK_FREQUENCY threshold 9 left %d client packets (baseline %d)", reduced, base)
+	}
+}

@@ -378,6 +378,9 @@ func TestPeerStreamErrors(t *testing.T) {
 		{"new-token-from-client", &wire.NewTokenFrame{Token: []byte{1}}, wire.ProtocolViolation},
 		// RFC 9000 §19.5: STOP_SENDING for a receive-only stream (client uni 2).
 		{"stop-sending-receive-only", &wire.StopSendingFrame{StreamID: 2}, wire.StreamStateError},
+		// draft-ietf-quic-ack-frequency §4: Requested Max Ack Delay below
+		// our min_ack_delay (1 ms).
+		{"ack-frequency-below-min-ack-delay", &wire.AckFrequencyFrame{RequestedMaxAckDelay: 500}, wire.ProtocolViolation},
 		// RFC 9000 §12.4: unknown frame type.
 		{"unknown-frame", &wire.RawFrame{Bytes: []byte{0x40, 0x55}}, wire.FrameEncodingError},
 	} {
