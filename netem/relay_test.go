@@ -194,9 +194,10 @@ func TestRelayDelay(t *testing.T) {
 		t.Fatalf("one-way delays %v, want 40 of at least 16 ms", delays)
 	}
 	// Timers are late by scheduling noise only; the median is the honest
-	// measure on a busy machine.
-	if med := delays[len(delays)/2]; med > 18*time.Millisecond {
-		t.Errorf("median one-way delay %v, want 16 ms (+2 ms)", med)
+	// measure on a busy machine, where CI shares two cores with peers. The
+	// bound still catches a delay applied twice (32 ms).
+	if med := delays[len(delays)/2]; med > 24*time.Millisecond {
+		t.Errorf("median one-way delay %v, want 16 ms (+8 ms of scheduling noise)", med)
 	}
 }
 

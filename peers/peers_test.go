@@ -40,6 +40,15 @@ func needPeer(t *testing.T, name, role string) Impl {
 	return im
 }
 
+// testCaseFor is the runner's test case for a plain download with alpn:
+// the contract serves HTTP/3 only in its http3 test case.
+func testCaseFor(alpn string) string {
+	if alpn == ALPNH3 {
+		return "http3"
+	}
+	return ""
+}
+
 // randomFile writes n random bytes to dir/name and returns them.
 func randomFile(t *testing.T, dir, name string, n int) []byte {
 	t.Helper()
@@ -115,7 +124,7 @@ func testPair(t *testing.T, pc pairCase) {
 
 	srv, err := server.StartServer(ctx, ServerOpts{
 		CertFile: certFile, KeyFile: keyFile, Root: www, ALPN: pc.alpn, Retry: pc.retry,
-		KeylogFile: filepath.Join(logs, "server.keys"), LogDir: logs,
+		KeylogFile: filepath.Join(logs, "server.keys"), LogDir: logs, TestCase: testCaseFor(pc.alpn),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +140,7 @@ func testPair(t *testing.T, pc pairCase) {
 		urls = append(urls, "https://"+srv.Addr+"/"+name)
 	}
 	res, err := client.RunClient(ctx, ClientOpts{
-		URLs: urls, OutDir: out, ALPN: pc.alpn, CAFile: certFile,
+		URLs: urls, OutDir: out, ALPN: pc.alpn, CAFile: certFile, TestCase: testCaseFor(pc.alpn),
 		KeylogFile: filepath.Join(logs, "client.keys"), LogDir: logs,
 	})
 	if err != nil {
