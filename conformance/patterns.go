@@ -143,13 +143,13 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 	rcv := received(ps, trace.id, mark)
 	for _, p := range rcv {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail(e.Check, reqNoResetWithState, fmt.Sprintf("The server answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
+			t.Fail(e.Check, reqNoResetWithState, fmt.Sprintf("The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
 				append(events(Trigger, trigger...), events(Response, p)...)...)
 			return
 		}
 		if e.StreamErrors {
 			if f := streamErrorWith(p, e.Codes); f != nil {
-				t.Pass(e.Check, e.Req, fmt.Sprintf("The server answered %s with a stream error (%s).", e.Describe, frameString(f)),
+				t.Pass(e.Check, e.Req, fmt.Sprintf("The "+t.who()+" answered %s with a stream error (%s).", e.Describe, frameString(f)),
 					append(events(Trigger, trigger...), events(Response, p)...)...)
 				return
 			}
@@ -160,10 +160,10 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 		}
 		evs := append(events(Trigger, trigger...), events(Response, p)...)
 		if e.AnyCode || cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
-			t.Pass(e.Check, e.Req, fmt.Sprintf("The server closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
+			t.Pass(e.Check, e.Req, fmt.Sprintf("The "+t.who()+" closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
 			return
 		}
-		t.Warn(e.Check, reqMostAppropriate, fmt.Sprintf("The server closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
+		t.Warn(e.Check, reqMostAppropriate, fmt.Sprintf("The "+t.who()+" closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
 		return
 	}
 	// No close. Did the connection go on?
@@ -180,14 +180,14 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 		// Handshake-time probes: the connection "goes on" when the
 		// handshake completed; here it did not.
 		if len(rcv) == 0 {
-			inconclusive(fmt.Sprintf("The server sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
+			inconclusive(fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
 			return
 		}
 		inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
 		return
 	}
 	if len(acked) > 0 {
-		msg := fmt.Sprintf("The server kept the connection open after %s: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).", e.Describe, len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		msg := fmt.Sprintf("The "+t.who()+" kept the connection open after %s: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).", e.Describe, len(acked)/2, t.Settle().Round(1e6), e.codeNames())
 		if e.GoesOnWarns {
 			t.Warn(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
 		} else {
@@ -196,7 +196,7 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 		return
 	}
 	if len(rcv) > 0 {
-		inconclusive(fmt.Sprintf("After %s the server neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
+		inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
 		return
 	}
 	inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), append(events(Trigger, trigger...), events(Context, pings...)...)...)

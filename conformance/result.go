@@ -195,12 +195,14 @@ type Target struct {
 
 // Report is the versioned JSON report of one run of the suite.
 type Report struct {
-	Schema      int       `json:"schema"`
-	ToolVersion string    `json:"tool_version"`
-	Target      Target    `json:"target"`
-	Started     time.Time `json:"started"`
-	Finished    time.Time `json:"finished"`
-	Results     []Result  `json:"results"`
+	Schema      int    `json:"schema"`
+	ToolVersion string `json:"tool_version"`
+	Target      Target `json:"target"`
+	// Client is the client under test in a client-facing run.
+	Client   *ClientTarget `json:"client,omitempty"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	Results  []Result      `json:"results"`
 }
 
 // Counts tallies the verdicts of a report.

@@ -66,6 +66,36 @@ func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// RunClient runs the selected client-facing scenarios (family M): for each,
+// Quiver serves with a deliberately misbehaving server and launches the
+// client under test against it.
+func RunClient(ctx context.Context, client ClientTarget, opts Options) (*Report, error) {
+	scs, err := Select(ClientRole, opts.Scenarios)
+	if err != nil {
+		return nil, err
+	}
+	if client.Command == "" && client.Launch == nil {
+		return nil, errors.New("no client command: give a template such as 'client --out {outdir} {url}'")
+	}
+	if client.ALPN == "" {
+		client.ALPN = "hq-interop"
+	}
+	if opts.ArtifactsDir != "" {
+		if err := os.MkdirAll(opts.ArtifactsDir, 0o755); err != nil {
+			return nil, fmt.Errorf("artifacts: %w", err)
+		}
+	}
+	if _, err := getCA(); err != nil {
+		return nil, fmt.Errorf("certificates for the tester's server: %w", err)
+	}
+	rep := &Report{Schema: SchemaVersion, ToolVersion: ToolVersion, Started: time.Now(), Client: &client}
+	rep.Target = Target{Name: client.Name, ALPN: []string{client.ALPN}}
+	prof := &Profile{Target: rep.Target, ALPNs: []string{client.ALPN}, Client: &client}
+	rep.Results = runScenarios(ctx, prof, scs, opts)
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
 func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Options) []Result {
 	par := opts.Parallel
 	if par <= 0 {
@@ -253,6 +283,9 @@ func combine(checks []CheckResult) (Verdict, string) {
 // protocol inconclusive, not unsupported: silence proves nothing.
 func needsMet(p *Profile, sc *Scenario) (string, Verdict) {
 	for _, n := range sc.Needs {
+		if n == NeedCH3 && p.Client != nil && p.Client.ALPN != "h3" {
+			return fmt.Sprintf("The client speaks %s, not HTTP/3.", p.Client.ALPN), Unsupported
+		}
 		if (n == NeedApp || n == NeedHQ || n == NeedH3) && len(p.ALPNs) == 0 && !p.Reachable {
 			return "The target did not answer the discovery handshakes (hq-interop, h3), so it is unreachable from the tester.", Inconclusive
 		}

@@ -187,14 +187,6 @@ func startPeer(t *testing.T, name, alpn, testCase string) (addr string, revive f
 	return p.Addr, revive
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
-
 func TestSuitePeers(t *testing.T) {
 	for _, tc := range []struct {
 		name, alpn, testCase string

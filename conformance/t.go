@@ -44,6 +44,16 @@ type Profile struct {
 	SmallPath string
 	// Reachable is false when discovery got no answer at all.
 	Reachable bool
+	// Client is the client under test in client-facing runs.
+	Client *ClientTarget
+}
+
+// who names the side under test in sentences.
+func (t *T) who() string {
+	if t.sc != nil && t.sc.Role == ClientRole {
+		return "client"
+	}
+	return "server"
 }
 
 // HasALPN reports whether the target speaks proto.

@@ -43,7 +43,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func commands() []*command {
 	// Listed in the order a newcomer meets them.
 	return []*command{
-		demoCommand(), testCommand(), serveCommand(), getCommand(),
+		demoCommand(), testCommand(), testClientCommand(), serveCommand(), getCommand(),
 		interopCommand(), trackCommand(), webCommand(), benchCommand(), versionCommand(),
 	}
 }
@@ -119,8 +119,12 @@ func lookup(name string) *command {
 func printTopUsage(w io.Writer) {
 	fmt.Fprintf(w, "Quiver tells how a QUIC implementation really behaves.\n\n")
 	fmt.Fprintf(w, "Usage: quiver COMMAND [flags] [arguments]\n\nCommands:\n")
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'quiver COMMAND --help' for a command's flags and examples.\n")
 }

@@ -29,6 +29,8 @@ func TestGolden(t *testing.T) {
 		{"test-help", []string{"test", "--help"}, 0},
 		{"test-noarg", []string{"test"}, 2},
 		{"test-badflag", []string{"test", "--bogus", "x"}, 2},
+		{"test-client-help", []string{"test-client", "--help"}, 0},
+		{"test-client-noarg", []string{"test-client"}, 2},
 		{"serve-help", []string{"serve", "-h"}, 0},
 		{"get-help", []string{"get", "--help"}, 0},
 		{"get-noarg", []string{"get"}, 2},

@@ -31,15 +31,21 @@ func runTest(ctx context.Context, env *cmdEnv, o *testOpts, addr string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	return finishReport(env, rep, o.jsonFile, o.junit)
+}
+
+// finishReport writes the reports, then the table; a failing scenario
+// makes the exit status 1, so scripts and CI can gate on it.
+func finishReport(env *cmdEnv, rep *conformance.Report, jsonFile, junit string) error {
 	// Write the reports before anything can fail, so a run always leaves
 	// its results behind.
-	if o.jsonFile != "" {
-		if err := writeReport(o.jsonFile, rep, conformance.WriteJSON); err != nil {
+	if jsonFile != "" {
+		if err := writeReport(jsonFile, rep, conformance.WriteJSON); err != nil {
 			return err
 		}
 	}
-	if o.junit != "" {
-		if err := writeReport(o.junit, rep, conformance.WriteJUnit); err != nil {
+	if junit != "" {
+		if err := writeReport(junit, rep, conformance.WriteJUnit); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/quiver-quic/quiver/conformance"
+)
+
+type testClientOpts struct {
+	cmd, alpn, name, scenarios, jsonFile, junit, artifacts string
+	parallel                                               int
+}
+
+func testClientCommand() *command {
+	return &command{
+		name:    "test-client",
+		summary: "run the client-facing conformance scenarios against a QUIC client",
+		usage:   "--cmd 'CLIENT … {url}' [flags]",
+		examples: []string{
+			"quiver test-client --cmd 'quiver get --insecure --out {outdir} {url}'",
+			"quiver test-client --alpn h3 --cmd 'gtlsclient -q --download={outdir} {host} {port} {url}' --json client.json",
+		},
+		setFlags: func(fs *flag.FlagSet) any {
+			o := &testClientOpts{}
+			fs.StringVar(&o.cmd, "cmd", "", "client `command` template: {url} {urls} {addr} {host} {port} {ca} {keylog} {outdir}")
+			fs.StringVar(&o.alpn, "alpn", "hq-interop", "application `protocol` the client speaks (hq-interop or h3)")
+			fs.StringVar(&o.name, "name", "", "client `name` in the reports (default: the command's first word)")
+			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
+			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once")
+			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")
+			fs.StringVar(&o.junit, "junit", "", "write a JUnit XML report to `file`")
+			fs.StringVar(&o.artifacts, "artifacts", "", "keep per-scenario pcapng, qlog and key log under `dir`")
+			return o
+		},
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			o := opts.(*testClientOpts)
+			if len(args) != 0 || o.cmd == "" {
+				return fmt.Errorf("%w: test-client takes --cmd and no arguments", errUsage)
+			}
+			return runTestClient(ctx, env, o)
+		},
+	}
+}
+
+// runTestClient serves every selected client-facing scenario, launches the
+// client from the template for each, prints the table and writes the
+// reports; a failing scenario makes the exit status 1.
+func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
+	conformance.ToolVersion = version
+	name := o.name
+	if name == "" {
+		name = firstWord(o.cmd)
+	}
+	var patterns []string
+	for _, p := range splitList(o.scenarios) {
+		if p != "*" {
+			patterns = append(patterns, p)
+		}
+	}
+	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ALPN: o.alpn}, conformance.Options{
+		Scenarios:    patterns,
+		Parallel:     o.parallel,
+		Timeout:      10 * time.Second,
+		ArtifactsDir: o.artifacts,
+		Progress:     conformance.ProgressLine(env.stderr, isTerminal(env.stderr)),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return finishReport(env, rep, o.jsonFile, o.junit)
+}
+
+func firstWord(s string) string {
+	for i, r := range s {
+		if r == ' ' || r == '\t' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,155 @@
+package conformance
+
+import (
+	"context"
+	"crypto/x509"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiver-quic/quiver/peers"
+	"github.com/quiver-quic/quiver/transfer"
+)
+
+// quiverClient runs Quiver's own client (transfer.Get, what `quiver get`
+// runs) in process.
+func quiverClient(alpn string) ClientTarget {
+	return ClientTarget{Name: "quiver", ALPN: alpn, Launch: func(ctx context.Context, l Launch) error {
+		f, err := os.Create(l.Keylog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pem, err := os.ReadFile(l.CAFile)
+		if err != nil {
+			return err
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		_, err = transfer.Get(ctx, l.URLs, transfer.ClientConfig{ALPN: []string{alpn}, OutDir: l.OutDir, RootCAs: roots, KeyLog: f})
+		return err
+	}}
+}
+
+// peerClient turns a peer's client command from the peers manifest into a
+// test-client template: the same binary, arguments and environment, with
+// the manifest's placeholders mapped to test-client's.
+func peerClient(t *testing.T, name, alpn string) ClientTarget {
+	im, err := peers.Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := im.Binary("client")
+	if err != nil {
+		if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+			t.Fatalf("%s client: %v", name, err)
+		}
+		t.Skipf("%s client not installed (%v); run %s", name, err, peers.InstallCommand)
+	}
+	tc := im.DefaultCase
+	m := map[string]string{"{OUT}": "{outdir}", "{HOST}": "{host}", "{PORT}": "{port}", "{ADDR}": "{addr}",
+		"{CA}": "{ca}", "{KEYLOG}": "{keylog}", "{ALPN}": alpn, "{TESTCASE}": tc, "{QLOGDIR}": ""}
+	mapArg := func(a string) string {
+		for k, v := range m {
+			a = strings.ReplaceAll(a, k, v)
+		}
+		return a
+	}
+	var words []string
+	for k, v := range im.Client.Env {
+		if v = mapArg(v); v != "" {
+			words = append(words, k+"="+shellQuote(v))
+		}
+	}
+	words = append(words, shellQuote(bin))
+	for _, a := range im.Client.Args {
+		switch a {
+		case "{URLS}":
+			words = append(words, "{urls}")
+		case "{OPTS}":
+			for _, cond := range []string{"alpn", "ca", "keylog"} {
+				for _, x := range im.Client.When[cond].Args {
+					words = append(words, mapArg(x))
+				}
+			}
+		default:
+			if a = mapArg(a); a != "" {
+				words = append(words, a)
+			}
+		}
+	}
+	return ClientTarget{Name: name, ALPN: alpn, Command: strings.Join(words, " ")}
+}
+
+func runClientSuite(t *testing.T, ct ClientTarget, patterns []string) *Report {
+	t.Helper()
+	start := time.Now()
+	rep, err := RunClient(context.Background(), ct, Options{Scenarios: patterns, Parallel: 4, ArtifactsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb stringsBuilder
+	WriteTable(&sb, rep)
+	t.Logf("%s client (%s) in %v\n%s", ct.Name, ct.Command, time.Since(start).Round(time.Millisecond), sb.String())
+	for _, r := range rep.Results {
+		if r.Verdict != Pass {
+			for _, c := range r.Checks {
+				if c.Verdict != Pass {
+					t.Logf("%s/%s: %s: %s", r.Scenario, c.Name, c.Verdict, c.Sentence)
+				}
+			}
+		}
+		if r.Verdict == Errored {
+			t.Errorf("%s: tester error: %s %s", r.Scenario, r.Sentence, r.Error)
+		}
+	}
+	return rep
+}
+
+func TestClientQuiver(t *testing.T) {
+	rep := runClientSuite(t, quiverClient("hq-interop"), clientPatterns())
+	want := map[string]Verdict{"cli-tp-reserved": Pass, "cli-vn-no-common-version": Pass, "cli-retry-handling": Pass,
+		"cli-initial-datagram-size": Pass, "cli-stream-flow-violation": Pass}
+	for id, v := range want {
+		if got, s := verdictOf(rep, id); got != "" && got != v {
+			t.Errorf("%s: %s, want %s: %s", id, got, v, s)
+		}
+	}
+}
+
+// clientPatterns narrows the client suite: QUIVER_CLIENT_SCENARIOS=cli-vn-*.
+func clientPatterns() []string {
+	if s := os.Getenv("QUIVER_CLIENT_SCENARIOS"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return nil
+}
+
+func TestClientPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("client suite against peers skipped in -short mode")
+	}
+	for _, tc := range []struct{ name, alpn string }{
+		{"quic-go", "hq-interop"}, {"go-x-net", "hq-interop"}, {"ngtcp2", "h3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ct := peerClient(t, tc.name, tc.alpn)
+			rep := runClientSuite(t, ct, clientPatterns())
+			// A client that downloads normally must pass the passive
+			// checks' preconditions: no scenario may find no client at all.
+			if v, s := verdictOf(rep, "cli-initial-datagram-size"); v == Inconclusive {
+				t.Errorf("%s client never reached the tester: %s", tc.name, s)
+			}
+		})
+	}
+}
+
+func TestExpandCommand(t *testing.T) {
+	got := expandCommand("c -o {outdir} --ca {ca} {host} {port} {urls}", Launch{
+		URLs: []string{"https://127.0.0.1:1/a", "https://127.0.0.1:1/it's"}, Addr: "127.0.0.1:1", CAFile: "/x/ca.pem", OutDir: "/o"})
+	want := `c -o '/o' --ca '/x/ca.pem' '127.0.0.1' '1' 'https://127.0.0.1:1/a' 'https://127.0.0.1:1/it'\''s'`
+	if got != want {
+		t.Errorf("expandCommand:\n got %s\nwant %s", got, want)
+	}
+}
