@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -416,6 +417,32 @@ func TestPeerClosingState(t *testing.T) {
 		tok := p.params.StatelessResetToken
 		if len(pkt.b) < 21 || string(pkt.b[len(pkt.b)-16:]) != string(tok[:]) {
 			t.Fatalf("got %x, want a stateless reset ending in %x", pkt.b, tok)
+		}
+	})
+}
+
+// TestCustomPacketReservedBits has a Quiver client send a 1-RTT packet
+// with reserved bits set; RFC 9000 §17.3.1 makes the server close with
+// PROTOCOL_VIOLATION.
+func TestCustomPacketReservedBits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendCustomPacket(SpaceApplication, CustomPacket{ReservedBits: 1}, &wire.PingFrame{}); err != nil {
+			t.Fatal(err)
+		}
+		err = c.Wait(t.Context())
+		var te *TransportError
+		if !errors.As(err, &te) || te.Code != wire.ProtocolViolation || !te.Remote {
+			t.Fatalf("got %v, want remote PROTOCOL_VIOLATION", err)
 		}
 	})
 }
