@@ -41,6 +41,10 @@ type Config struct {
 	// MaxIdleTimeout is the max_idle_timeout transport parameter.
 	// Default 30s. A negative value disables the idle timeout.
 	MaxIdleTimeout time.Duration
+	// KeepAlivePeriod, when set, makes the connection send a PING after
+	// this long without activity, so that it does not time out while idle
+	// (RFC 9000 §10.1.2). Keep it below the idle timeout.
+	KeepAlivePeriod time.Duration
 	// InitialMaxData is the connection-level flow-control limit offered to
 	// the peer. Default 16 MiB.
 	InitialMaxData uint64

@@ -22,8 +22,9 @@ type connState struct {
 	keyLog       *keylog.Writer
 	parser       wire.Parser
 	// undecryptable holds packets that arrived before their keys.
-	undecryptable []undecryptablePacket
-	keysChanged   bool
+	undecryptable    []undecryptablePacket
+	keysChanged      bool
+	keepAlivePending bool
 	// 0-RTT state.
 	earlyWrite    *protect.Keys // client
 	earlyRead     *protect.Keys // server
@@ -66,17 +67,18 @@ type connState struct {
 	// after last receiving one (RFC 9000 §10.1 idle restart).
 	lastAckElicitingSent time.Time
 
-	loss     lossState
-	streams  streamsState
-	closing  closeState
-	timer    *time.Timer
-	timerAt  time.Time
-	sendBuf  []byte
-	frameBuf []byte
-	probeRT  probeRuntime
-	stats    connStats
-	ackFreq  ackFreqState
-	gso      gsoBatch
+	loss      lossState
+	streams   streamsState
+	closing   closeState
+	timer     *time.Timer
+	timerAt   time.Time
+	sendBuf   []byte
+	frameBuf  []byte
+	probeRT   probeRuntime
+	stats     connStats
+	ackFreq   ackFreqState
+	keyUpdate keyUpdateState
+	gso       gsoBatch
 }
 
 // connStats counts events for tests and debugging.
@@ -235,6 +237,7 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		return t
 	}
 	add(c.idleDeadline())
+	add(c.keepAliveDeadline())
 	add(c.loss.deadline())
 	for i := range c.spaces {
 		if c.canSendIn(spaceID(i)) {
@@ -281,7 +284,19 @@ func (c *Conn) onTimers(now time.Time) {
 		c.closing.done = true
 		return
 	}
+	if t := c.keepAliveDeadline(); !t.IsZero() && !now.Before(t) {
+		c.keepAlivePending = true
+		c.lastActivity = now // one PING per period
+	}
 	c.loss.onTimer(now, c)
+}
+
+// keepAliveDeadline is when the next keep-alive PING is due.
+func (c *Conn) keepAliveDeadline() time.Time {
+	if c.config.KeepAlivePeriod <= 0 || !c.handshakeComplete || c.keepAlivePending {
+		return time.Time{}
+	}
+	return c.lastActivity.Add(c.config.KeepAlivePeriod)
 }
 
 // finish runs when the loop exits.

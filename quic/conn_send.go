@@ -196,6 +196,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		} else if p.space == appSpace {
 			k := c.appKeys.Write()
 			_, err = k.SealPacket(pkt, p.pnOff-p.start, p.pn)
+			defer c.onSealed(now, p.pn)
 		} else {
 			_, err = c.spaces[p.space].writeKeys.SealPacket(pkt, p.pnOff-p.start, p.pn)
 		}
@@ -349,7 +350,7 @@ func (c *Conn) hasPending(space spaceID, cwndOK bool) bool {
 	if space != appSpace {
 		return false
 	}
-	if c.handshakeDonePending || c.cids.hasPending() || c.ackFreq.pending != nil || c.ackFreq.immediateAck {
+	if c.handshakeDonePending || c.keepAlivePending || c.cids.hasPending() || c.ackFreq.pending != nil || c.ackFreq.immediateAck {
 		return true
 	}
 	c.mu.Lock()
@@ -394,6 +395,12 @@ func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p
 		buf = c.appendStreamData(now, buf, end, log, p)
 		c.mu.Unlock()
 		return buf
+	}
+	if c.keepAlivePending && len(buf)+1 <= end {
+		buf = append(buf, byte(wire.FrameTypePing))
+		log.add(sentFrame{kind: frPing})
+		c.keepAlivePending = false
+		p.ackElic = true
 	}
 	if c.handshakeDonePending && len(buf)+1 <= end {
 		buf = append(buf, byte(wire.FrameTypeHandshakeDone))

@@ -491,3 +491,52 @@ func TestAckFrequency(t *testing.T) {
 		t.Errorf("ACK_FREQUENCY threshold 9 left %d client packets (baseline %d)", reduced, base)
 	}
 }
+
+// TestAutomaticKeyUpdate lowers the key update interval: the client
+// updates its keys by itself several times during a download, waiting
+// each time for an acknowledgment in the current phase.
+func TestAutomaticKeyUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.run(t.Context(), func(time.Time) { c.keyUpdate.interval = 20 })
+		if err := fetch(t.Context(), c, 2<<20); err != nil {
+			t.Fatal(err)
+		}
+		var gen uint64
+		c.run(t.Context(), func(time.Time) { gen = c.appKeys.Generation() })
+		if gen < 3 {
+			t.Errorf("key generation %d after a 2 MB download, want several updates", gen)
+		}
+		c.Close(0, "")
+	})
+}
+
+// TestKeepAlive keeps an idle connection alive past the idle timeout.
+func TestKeepAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.MaxIdleTimeout = 2 * time.Second
+		ccfg.KeepAlivePeriod = 500 * time.Millisecond
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		if err := c.Err(); err != nil {
+			t.Fatalf("connection died while idle: %v", err)
+		}
+		if err := fetch(t.Context(), c, 100); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(0, "")
+	})
+}
