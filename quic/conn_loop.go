@@ -25,6 +25,7 @@ type connState struct {
 	undecryptable    []undecryptablePacket
 	keysChanged      bool
 	keepAlivePending bool
+	ampBlocked       bool // the amplification limit stops sending
 	// 0-RTT state.
 	earlyWrite    *protect.Keys // client
 	earlyRead     *protect.Keys // server

@@ -90,8 +90,13 @@ func (c *Conn) amplificationAllowance() int {
 // returns nil when there is nothing to send.
 func (c *Conn) buildDatagram(now time.Time) []byte {
 	limit := c.amplificationAllowance()
-	if limit < 64 {
-		c.loss.ld.SetAmplificationLimited(true, now)
+	if blocked := limit < 64; blocked != c.ampBlocked {
+		// RFC 9002 §6.2.2.1: a server blocked by the amplification limit
+		// arms no PTO until it may send again.
+		c.ampBlocked = blocked
+		c.loss.ld.SetAmplificationLimited(blocked, now)
+	}
+	if c.ampBlocked {
 		return nil
 	}
 	cwndOK := c.loss.ld.CanSend()
@@ -165,6 +170,9 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		buf = append(buf, 0)
 		last.end++
 	}
+	// The amplification limit wins over padding: a server never sends
+	// more than three times what it received (RFC 9000 §8.1).
+	want = min(want, limit)
 	if pad := want - (len(buf) + 16); pad > 0 {
 		for range pad {
 			buf = append(buf, 0)

@@ -55,7 +55,12 @@ func newTestPeer(t *testing.T, n *memNet, serverAddr string) *testPeer {
 		t.Fatal(err)
 	}
 	p.write[initialSpace], p.read[initialSpace] = ck, sk
-	t.Cleanup(func() { p.pc.Close() })
+	t.Cleanup(func() {
+		p.pc.Close()
+		if p.tls != nil {
+			p.tls.Close()
+		}
+	})
 	return p
 }
 
@@ -443,6 +448,55 @@ func TestCustomPacketReservedBits(t *testing.T) {
 		var te *TransportError
 		if !errors.As(err, &te) || te.Code != wire.ProtocolViolation || !te.Remote {
 			t.Fatalf("got %v, want remote PROTOCOL_VIOLATION", err)
+		}
+	})
+}
+
+// TestAmplificationLimit sends a ClientHello and then stays silent: the
+// server retransmits its flight on PTO but never sends more than three
+// times the bytes it received (RFC 9000 §8.1).
+func TestAmplificationLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		p := newTestPeer(t, n, testServerAddr)
+		var sent int
+		n.mu.Lock()
+		n.policy = func(_ int, from, _ netip.AddrPort, b []byte) (bool, time.Duration) {
+			if from == p.pc.addr {
+				sent += len(b)
+			}
+			return false, 0
+		}
+		n.mu.Unlock()
+		_, pool := testCertificate(t)
+		p.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"hq-interop"}, MinVersion: tls.VersionTLS13}})
+		var tp wire.TransportParameters
+		tp.SetDefaults()
+		tp.HasInitialSourceConnectionID = true
+		tp.InitialSourceConnectionID = p.scid
+		p.tls.SetTransportParameters(tp.Marshal())
+		if err := p.tls.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		p.tlsEvents() // sends the ClientHello, nothing more
+		time.Sleep(20 * time.Second)
+		received := 0
+		for done := false; !done; {
+			select {
+			case pkt := <-p.pc.in:
+				received += len(pkt.b)
+			default:
+				done = true
+			}
+		}
+		t.Logf("client sent %d bytes, server answered %d", sent, received)
+		if received == 0 || received > 3*sent {
+			t.Fatalf("server sent %d bytes for %d received; limit %d", received, sent, 3*sent)
 		}
 	})
 }
