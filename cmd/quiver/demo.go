@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
@@ -25,27 +24,6 @@ import (
 
 // demoImpls are the implementations the demo starts, in the grid's order.
 var demoImpls = []string{"quiver", "quic-go", "go-x-net", "ngtcp2"}
-
-// demoServer is one local server under test.
-type demoServer struct {
-	target conformance.Target
-	stop   func()
-	// restart stops the server and starts it again on the same address,
-	// after a probe crashed it.
-	restart func(ctx context.Context) error
-}
-
-// reviver restarts the demo's servers by target name.
-func reviver(servers []demoServer) func(ctx context.Context, t conformance.Target) error {
-	return func(ctx context.Context, t conformance.Target) error {
-		for _, s := range servers {
-			if s.target.Name == t.Name {
-				return s.restart(ctx)
-			}
-		}
-		return fmt.Errorf("%s was not started by the demo", t.Name)
-	}
-}
 
 // runDemo starts local servers, runs a campaign against them, prints the
 // grid and serves the dashboard until ctx ends.
@@ -72,7 +50,7 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	servers, skipped := startDemoServers(ctx, env, work, want)
 	defer func() {
 		for _, s := range servers {
-			s.stop()
+			s.Stop()
 		}
 	}()
 	for _, s := range skipped {
@@ -83,8 +61,8 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	}
 	var targets []conformance.Target
 	for _, s := range servers {
-		fmt.Fprintf(env.stdout, "started %-9s %-8s on %s\n", s.target.Name, s.target.Version, s.target.Address)
-		targets = append(targets, s.target)
+		fmt.Fprintf(env.stdout, "started %-9s %-8s on %s\n", s.Target.Name, s.Target.Version, s.Target.Address)
+		targets = append(targets, s.Target)
 	}
 	fmt.Fprintln(env.stdout)
 
@@ -95,7 +73,7 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	defer st.Close()
 	topts := &trackOpts{artifacts: o.artifacts, parallel: o.parallel, db: o.db}
 	started := time.Now()
-	run, err := runCampaign(ctx, env, st, topts, observatory.Campaign{Name: "demo", Targets: targets, Scenarios: scenarios}, reviver(servers))
+	run, err := runCampaign(ctx, env, st, topts, observatory.Campaign{Name: "demo", Targets: targets, Scenarios: scenarios}, noisyReviver(env, servers))
 	if run.ID == 0 {
 		return err
 	}
@@ -116,9 +94,8 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	}
 	// The peers are no longer needed; the dashboard reads the store.
 	for _, s := range servers {
-		s.stop()
+		s.Stop()
 	}
-	servers = nil
 	fmt.Fprintln(env.stdout)
 	return serveDashboard(ctx, env, st, o.addr, o.artifacts)
 }
@@ -151,19 +128,32 @@ func serveDashboard(ctx context.Context, env *cmdEnv, st store.Store, addr, arti
 	return nil
 }
 
+// noisyReviver restarts the servers a probe crashed, and says so.
+func noisyReviver(env *cmdEnv, servers []*observatory.LocalServer) func(context.Context, conformance.Target) error {
+	revive := observatory.Reviver(servers...)
+	return func(ctx context.Context, t conformance.Target) error {
+		err := revive(ctx, t)
+		if err == nil {
+			fmt.Fprintf(env.stderr, "restarted %s after it stopped answering\n", printableName(t.Name))
+		}
+		return err
+	}
+}
+
 // startDemoServers starts each wanted implementation on a free loopback
 // port. It returns the servers that run, and for the others why not.
-func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []string) ([]demoServer, []string) {
+func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []string) ([]*observatory.LocalServer, []string) {
 	www := filepath.Join(work, "www")
 	os.MkdirAll(www, 0o755)
 	os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver demo</title>hello\n"), 0o644)
 	cert, key, certErr := peers.WriteSelfSignedCert(work)
-	var out []demoServer
+	var out []*observatory.LocalServer
 	var skipped []string
 	triedInstall := false
 	for _, name := range want {
 		if name == "quiver" {
-			s, err := startQuiverServer(ctx, "127.0.0.1:0", www)
+			t := conformance.Target{Name: "quiver", SNI: "localhost", Implementation: "quiver", Version: version}
+			s, err := observatory.StartLocal(t, "127.0.0.1:0", quiverStarter(ctx, www))
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("quiver: %v", err))
 				continue
@@ -193,78 +183,29 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		p, err := im.StartServer(ctx, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work})
+		t := conformance.Target{Name: im.Name, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin)}
+		s, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, im, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work}))
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		ds := demoServer{
-			target: conformance.Target{Name: im.Name, Address: p.Addr, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin)},
-		}
-		var mu sync.Mutex
-		ds.stop = func() {
-			mu.Lock()
-			defer mu.Unlock()
-			p.Stop()
-		}
-		ds.restart = func(rctx context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			p.Stop()
-			// The same address, so the target stays the same; the
-			// process lives on the demo's context, not the caller's.
-			np, err := im.StartServer(ctx, peers.ServerOpts{Addr: p.Addr, CertFile: cert, KeyFile: key, Root: www, LogDir: work})
-			if err != nil {
-				return fmt.Errorf("restart %s: %w", im.Name, err)
-			}
-			fmt.Fprintf(env.stderr, "restarted %s after it stopped answering\n", im.Name)
-			p = np
-			return nil
-		}
-		out = append(out, ds)
+		out = append(out, s)
 	}
 	return out, skipped
 }
 
-// startQuiverServer serves www with Quiver's own engine, in process.
-func startQuiverServer(ctx context.Context, addr, www string) (demoServer, error) {
-	ds := demoServer{}
-	var (
-		mu     sync.Mutex
-		cancel context.CancelFunc
-		done   chan struct{}
-	)
-	listen := func(addr string) (string, error) {
+// quiverStarter serves www with Quiver's own engine, in process.
+func quiverStarter(ctx context.Context, www string) observatory.StartFunc {
+	return func(addr string) (string, func(), error) {
 		s, err := transfer.Listen(transfer.ServerConfig{Addr: addr, Root: www})
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		sctx, c := context.WithCancel(ctx)
-		d := make(chan struct{})
-		go func() { s.Serve(sctx); close(d) }()
-		cancel, done = c, d
-		return s.Addr().String(), nil
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Serve(sctx); close(done) }()
+		return s.Addr().String(), func() { cancel(); <-done }, nil
 	}
-	bound, err := listen(addr)
-	if err != nil {
-		return ds, err
-	}
-	ds.target = conformance.Target{Name: "quiver", Address: bound, SNI: "localhost", Implementation: "quiver", Version: version}
-	ds.stop = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		cancel()
-		<-done
-	}
-	ds.restart = func(context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		cancel()
-		<-done
-		_, err := listen(bound)
-		return err
-	}
-	return ds, nil
 }
 
 // installPeers builds the Go peers with scripts/install-peers when the

@@ -19,6 +19,7 @@ import (
 // or after the subcommand's name.
 type trackOpts struct {
 	db, targets, scenarios, artifacts, campaign, target string
+	impl, versions, since, cache                        string
 	parallel, window                                    int
 	timeout                                             time.Duration
 	json                                                bool
@@ -35,6 +36,10 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.target, "target", "", "only this target `name` (show, changes)")
 	fs.IntVar(&o.window, "window", observatory.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
+	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net)")
+	fs.StringVar(&o.versions, "versions", "", "sweep: released `versions`, comma-separated (see go list -m -versions)")
+	fs.StringVar(&o.since, "since", "", "sweep: every released version from `version` on")
+	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
 }
 
 // suiteRun is the conformance suite the commands run; tests replace it.
@@ -64,8 +69,7 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 	case "run":
 		return trackRunCmd(ctx, env, o, args)
 	case "sweep":
-		fmt.Fprintln(env.stderr, "quiver: track sweep (building an implementation at each released version) is not built yet (issue 7, part 4).")
-		return exitError{code: 3}
+		return trackSweep(ctx, env, o, args)
 	case "list", "show", "diff", "changes":
 	default:
 		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes or sweep)", errUsage, sub)

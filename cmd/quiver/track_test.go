@@ -105,6 +105,10 @@ func TestTrackCommands(t *testing.T) {
 		{"track", "run", "--db", db, "--scenarios", "bogus", v1},
 		{"track", "show", "--db", db, "x"},
 		{"track", "diff", "--db", db, "1"},
+		{"track", "sweep", "--db", db},
+		{"track", "sweep", "--db", db, "--impl", "msquic", "--since", "v1.0.0"},
+		{"track", "sweep", "--db", db, "--impl", "quic-go"},
+		{"track", "sweep", "--db", db, "--impl", "quic-go", "--since", "v0.40.0", "--versions", "v0.41.0"},
 	} {
 		if _, errs, code := quiver(t, bad...); code != 2 {
 			t.Errorf("quiver %s: exit %d, want 2 (stderr %q)", strings.Join(bad, " "), code, errs)

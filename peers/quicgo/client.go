@@ -129,7 +129,7 @@ func (c *client) fetchHQ(ctx context.Context, urls []*url.URL, early bool) error
 	tlsConf := c.tlsConf.Clone()
 	tlsConf.ServerName = urls[0].Hostname()
 	var (
-		conn *quic.Conn
+		conn quicConn
 		err  error
 	)
 	if early {
@@ -153,7 +153,7 @@ func (c *client) fetchHQ(ctx context.Context, urls []*url.URL, early bool) error
 	return err
 }
 
-func fetchHQOne(ctx context.Context, conn *quic.Conn, u *url.URL, outDir string) error {
+func fetchHQOne(ctx context.Context, conn quicConn, u *url.URL, outDir string) error {
 	name, _ := outputName(u)
 	s, err := conn.OpenStreamSync(ctx)
 	if err != nil {
@@ -171,7 +171,7 @@ func fetchHQOne(ctx context.Context, conn *quic.Conn, u *url.URL, outDir string)
 // fetchH3 fetches urls over one HTTP/3 connection. With early set the
 // requests go as GET in 0-RTT on a resumed connection.
 func (c *client) fetchH3(ctx context.Context, urls []*url.URL, early bool) error {
-	tr := &http3.Transport{TLSClientConfig: c.tlsConf, QUICConfig: c.quicCfg}
+	tr := newH3Transport(c.tlsConf, c.quicCfg)
 	defer tr.Close()
 	hc := &http.Client{Transport: tr}
 	method := http.MethodGet

@@ -87,7 +87,7 @@ type config struct {
 
 	retry    bool
 	zeroRTT  bool
-	versions []quic.Version
+	versions []quicVersion
 
 	keylog  string
 	qlogDir string
@@ -272,17 +272,17 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		cfg.versions = vs
 	case cfg.testcase == "v2":
-		cfg.versions = []quic.Version{quic.Version2, quic.Version1}
+		cfg.versions = []quicVersion{quic.Version2, quic.Version1}
 	default:
 		// The contract pins v1 outside the v2 test case.
-		cfg.versions = []quic.Version{quic.Version1}
+		cfg.versions = []quicVersion{quic.Version1}
 	}
 	return cfg, nil
 }
 
 // parseVersions reads a comma-separated list such as "v2,v1" or "0x1".
-func parseVersions(s string) ([]quic.Version, error) {
-	var vs []quic.Version
+func parseVersions(s string) ([]quicVersion, error) {
+	var vs []quicVersion
 	for _, f := range strings.Split(s, ",") {
 		switch f = strings.TrimSpace(strings.ToLower(f)); f {
 		case "v1", "1":
@@ -294,7 +294,7 @@ func parseVersions(s string) ([]quic.Version, error) {
 			if err != nil {
 				return nil, fmt.Errorf("QUIC version %q: want v1, v2 or a number such as 0x6b3343cf", f)
 			}
-			vs = append(vs, quic.Version(n))
+			vs = append(vs, quicVersion(n))
 		}
 	}
 	return vs, nil

@@ -28,7 +28,7 @@ func TestParseHQRequest(t *testing.T) {
 
 func TestParseVersions(t *testing.T) {
 	got, err := parseVersions("v2, v1,0x709a50c4")
-	want := []quic.Version{quic.Version2, quic.Version1, 0x709a50c4}
+	want := []quicVersion{quic.Version2, quic.Version1, 0x709a50c4}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("parseVersions = %v, %v; want %v", got, err, want)
 	}

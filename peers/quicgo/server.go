@@ -16,7 +16,6 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/quic-go/quic-go/qlog"
 )
 
 // Stream error codes the server uses when it cannot answer an hq-interop
@@ -47,7 +46,9 @@ func quicConfig(cfg *config) (*quic.Config, error) {
 		if err := os.Setenv("QLOGDIR", cfg.qlogDir); err != nil {
 			return nil, err
 		}
-		qc.Tracer = qlog.DefaultConnectionTracer
+		if err := setQlogTracer(qc); err != nil {
+			return nil, err
+		}
 	}
 	return qc, nil
 }
@@ -91,7 +92,7 @@ func runServer(ctx context.Context, cfg *config) error {
 	}
 	tr := &quic.Transport{Conn: udp}
 	if cfg.retry {
-		tr.VerifySourceAddress = func(net.Addr) bool { return true }
+		forceRetry(tr, qc)
 	}
 	defer tr.Close()
 	ln, err := tr.ListenEarly(tlsConf, qc)
@@ -126,7 +127,7 @@ func runServer(ctx context.Context, cfg *config) error {
 
 // serveHQ answers hq-interop requests: each client-initiated bidirectional
 // stream carries "GET /path\r\n" and FIN, and gets the file's bytes and FIN.
-func serveHQ(ctx context.Context, conn *quic.Conn, root string) {
+func serveHQ(ctx context.Context, conn quicConn, root string) {
 	for {
 		s, err := conn.AcceptStream(ctx)
 		if err != nil {
@@ -140,7 +141,7 @@ func serveHQ(ctx context.Context, conn *quic.Conn, root string) {
 	}
 }
 
-func serveHQStream(s *quic.Stream, root string) error {
+func serveHQStream(s quicStream, root string) error {
 	req, err := io.ReadAll(io.LimitReader(s, maxRequestLen+1))
 	if err != nil {
 		s.CancelWrite(codeInternal)

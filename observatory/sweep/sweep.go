@@ -1,0 +1,141 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/store"
+	"github.com/quiver-quic/quiver/peers"
+)
+
+// Sweep runs the suite against an implementation's released versions.
+type Sweep struct {
+	Impl Impl
+	// Versions are swept in the order given; Choose returns them in
+	// release order, which is the order history follows.
+	Versions  []string
+	Scenarios []string
+	Builder   *Builder
+	// Runner stores the results; its Revive is set for each version's
+	// server.
+	Runner *observatory.Runner
+	// Version, when set, is called as each version starts ("build",
+	// "test") and when it ends (with its outcome).
+	Version func(v Outcome)
+}
+
+// Outcome is what happened to one version.
+type Outcome struct {
+	Version string
+	// Stage is "build" or "test" while the version is under way, "done"
+	// when it ended.
+	Stage string
+	Build Build
+	// Run is the version's run when the suite ran.
+	Run store.Run
+	// Counts are the verdicts of the run, by verdict.
+	Counts map[string]int
+	// Err is why the version has no results (a failed build, a server
+	// that would not start).
+	Err error
+}
+
+// TargetName is the name a sweep's results are stored under: one series
+// per implementation, apart from any target of the same implementation
+// measured by other campaigns.
+func TargetName(im Impl) string { return im.Name + " releases" }
+
+// Run sweeps the versions in order. A version that does not build or
+// start is reported in its Outcome and skipped; the error is only for
+// what stops the sweep (an interruption, a store that fails).
+func (s *Sweep) Run(ctx context.Context) ([]Outcome, error) {
+	pim, err := peers.Find(s.Impl.Name)
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "quiver-sweep-run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	www := filepath.Join(work, "www")
+	if err := os.MkdirAll(www, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver sweep</title>hello\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cert, key, err := peers.WriteSelfSignedCert(work)
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	for _, v := range s.Versions {
+		o := s.one(ctx, pim, v, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work})
+		out = append(out, o)
+		s.report(o)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		if o.Err != nil && !errors.Is(o.Err, ErrBuild) && !errors.Is(o.Err, errStart) {
+			return out, o.Err
+		}
+	}
+	return out, nil
+}
+
+// errStart marks a server that did not start.
+var errStart = errors.New("server did not start")
+
+func (s *Sweep) report(o Outcome) {
+	if s.Version != nil {
+		s.Version(o)
+	}
+}
+
+// one builds, starts and tests one version.
+func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peers.ServerOpts) Outcome {
+	o := Outcome{Version: version, Stage: "build"}
+	s.report(o)
+	b, err := s.Builder.Build(ctx, s.Impl, version)
+	o.Build = b
+	if err != nil {
+		o.Stage, o.Err = "done", err
+		return o
+	}
+	// The manifest's command line, with this build's binary.
+	cmd := *pim.Server
+	cmd.Path = b.Binary
+	pim.Server = &cmd
+	t := conformance.Target{Name: TargetName(s.Impl), SNI: "localhost", ALPN: pim.ALPNs, Implementation: s.Impl.Name, Version: version}
+	srv, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, pim, so))
+	if err != nil {
+		o.Stage, o.Err = "done", fmt.Errorf("%s %s: %w: %v", s.Impl.Name, version, errStart, err)
+		return o
+	}
+	defer srv.Stop()
+	o.Stage = "test"
+	s.report(o)
+	r := *s.Runner
+	r.Revive = observatory.Reviver(srv)
+	run, err := r.RunCampaign(ctx, observatory.Campaign{
+		Name: fmt.Sprintf("sweep %s %s", s.Impl.Name, version), Targets: []conformance.Target{srv.Target}, Scenarios: s.Scenarios,
+	})
+	o.Stage, o.Run, o.Err = "done", run, err
+	if run.ID != 0 {
+		cells, cerr := r.Store.Cells(context.WithoutCancel(ctx), store.Filter{RunID: run.ID})
+		if cerr != nil && o.Err == nil {
+			o.Err = cerr
+		}
+		o.Counts = map[string]int{}
+		for _, c := range cells {
+			o.Counts[c.Verdict]++
+		}
+	}
+	return o
+}
