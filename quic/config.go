@@ -82,6 +82,11 @@ type Config struct {
 	// negative value turns the extension off.
 	MinAckDelay time.Duration
 
+	// AckFrequency is the policy with which this endpoint, as a data
+	// sender, asks the peer to acknowledge less often (needs the peer's
+	// min_ack_delay). The zero value keeps RFC 9000's ACK rate.
+	AckFrequency AckFrequencyPolicy
+
 	// MaxDatagramFrameSize, when not 0, enables DATAGRAM frames (RFC 9221)
 	// and is announced as max_datagram_frame_size: the largest DATAGRAM
 	// frame we accept. See Conn.SendDatagram and Conn.ReceiveDatagram.

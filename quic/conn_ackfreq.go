@@ -27,8 +27,34 @@ func (c *Config) minAckDelay() time.Duration {
 	return c.MinAckDelay
 }
 
+// AckFrequencyPolicy is the data sender's ACK frequency policy
+// (ack-frequency.md §10). The zero value sends no ACK_FREQUENCY frame.
+type AckFrequencyPolicy struct {
+	// Ratio N asks the peer for one ACK per N ack-eliciting packets (T =
+	// N-1), once the handshake is confirmed and an RTT sample exists
+	// ("fixed" policy). AdaptiveAckRatio selects the "adaptive" policy:
+	// about Acks acknowledgments per congestion window.
+	Ratio int
+	// MaxAckDelay is the Requested Max Ack Delay of the fixed policy: 0
+	// means 25ms; a negative value means smoothed RTT / 4 ("rtt" mode),
+	// re-sent when the RTT moves by more than 25%.
+	MaxAckDelay time.Duration
+	// Acks is the adaptive policy's target ACKs per congestion window;
+	// default 4.
+	Acks int
+	// MaxThreshold caps the adaptive threshold T; default 63 (1:64).
+	MaxThreshold uint64
+}
+
+// AdaptiveAckRatio selects the adaptive ACK frequency policy.
+const AdaptiveAckRatio = -1
+
 // ackFreqState is the sender side, owned by the loop.
 type ackFreqState struct {
+	policyT      uint64
+	policyD      time.Duration
+	policySent   bool
+	policyAt     time.Time
 	nextSeq      uint64
 	pending      *wire.AckFrequencyFrame // to send
 	last         wire.AckFrequencyFrame  // the latest sent, for loss
@@ -92,7 +118,9 @@ func (c *Conn) SendImmediateAck() error {
 func (c *Conn) onAckFrequency(now time.Time, f *wire.AckFrequencyFrame) error {
 	min := c.config.minAckDelay()
 	if min == 0 {
-		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "ACK_FREQUENCY received without min_ack_delay advertised")
+		// Not advertised: the frame type is unknown to us (RFC 9000 §12.4,
+		// ack-frequency.md §12).
+		return localTransportError(wire.FrameEncodingError, uint64(f.Type()), "ACK_FREQUENCY received without min_ack_delay advertised")
 	}
 	// "Receipt of a value less than the advertised min_ack_delay ... MUST
 	// be treated as a connection error of type PROTOCOL_VIOLATION."
@@ -105,7 +133,7 @@ func (c *Conn) onAckFrequency(now time.Time, f *wire.AckFrequencyFrame) error {
 
 func (c *Conn) onImmediateAck(now time.Time, f *wire.ImmediateAckFrame) error {
 	if c.config.minAckDelay() == 0 {
-		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "IMMEDIATE_ACK received without min_ack_delay advertised")
+		return localTransportError(wire.FrameEncodingError, uint64(f.Type()), "IMMEDIATE_ACK received without min_ack_delay advertised")
 	}
 	c.spaces[appSpace].acks.t.OnImmediateAck(now)
 	return nil
@@ -141,4 +169,81 @@ func (c *Conn) onAckFrequencyLost(seq uint64) {
 	f.SequenceNumber = s.nextSeq
 	s.nextSeq++
 	s.pending = &f
+}
+
+// applyAckFrequencyPolicy sends ACK_FREQUENCY frames as the configured
+// policy asks (ack-frequency.md §10); it runs once per loop turn.
+func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
+	pol := c.config.AckFrequency
+	if pol.Ratio == 0 || !c.handshakeConfirmed || !c.havePeerTP || !c.peerParams.tp.HasMinAckDelay {
+		return
+	}
+	rtt := c.loss.ld.RTT()
+	if !rtt.HasSample() {
+		return
+	}
+	s := &c.ackFreq
+	srtt := rtt.Smoothed()
+	peerMin := time.Duration(c.peerParams.tp.MinAckDelay) * time.Microsecond
+	dmin := max(peerMin, time.Millisecond)
+	var t uint64
+	var d time.Duration
+	if pol.Ratio > 0 {
+		t = uint64(pol.Ratio - 1)
+		switch {
+		case pol.MaxAckDelay > 0:
+			d = pol.MaxAckDelay
+		case pol.MaxAckDelay == 0:
+			d = 25 * time.Millisecond
+		default:
+			d = srtt / 4
+		}
+	} else {
+		// Adaptive: T = clamp(cwnd/(A*MSS) - 1, 1, Tmax) once 100 packets
+		// are acknowledged (we use the packets sent as the proxy), D =
+		// clamp(srtt/A, Dmin, srtt).
+		a := max(pol.Acks, 4)
+		tmax := pol.MaxThreshold
+		if tmax == 0 {
+			tmax = 63
+		}
+		t = 1
+		if c.stats.sent > 100 {
+			w := uint64(c.loss.cc.CongestionWindow() / (a * maxDatagramSize))
+			t = min(max(w, 2)-1, tmax)
+			t = max(t, 1)
+		}
+		d = min(max(srtt/time.Duration(a), dmin), max(srtt, dmin))
+	}
+	d = max(d, dmin)
+	if s.policySent {
+		// A new frame only on a relevant change (25 %), at most once per
+		// smoothed RTT (ack-frequency.md §6.1, §10).
+		changedT := t != s.policyT && diffAtLeast(float64(t), float64(s.policyT), 0.25, 1)
+		changedD := d != s.policyD && diffAtLeast(float64(d), float64(s.policyD), 0.25, float64(time.Millisecond))
+		if !changedT && !changedD || now.Sub(s.policyAt) < srtt {
+			return
+		}
+	}
+	// RT: the packet threshold, 1 when the RTT is below the peer's
+	// min_ack_delay.
+	rt := uint64(3)
+	if srtt < peerMin {
+		rt = 1
+	}
+	f := &wire.AckFrequencyFrame{SequenceNumber: s.nextSeq, AckElicitingThreshold: t, RequestedMaxAckDelay: uint64(d.Microseconds()), ReorderingThreshold: rt}
+	s.nextSeq++
+	s.pending = f
+	s.policyT, s.policyD, s.policySent, s.policyAt = t, d, true, now
+	c.loss.ld.SetMaxAckDelay(max(c.loss.ld.MaxAckDelay(), d))
+}
+
+// diffAtLeast reports whether a and b differ by at least frac of b and by
+// at least abs.
+func diffAtLeast(a, b, frac, abs float64) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d >= abs && d >= frac*b
 }

@@ -176,6 +176,7 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 			return
 		}
 		c.streams.wakeReaders()
+		c.applyAckFrequencyPolicy(now)
 		c.sendPackets(now)
 		if c.closing.done {
 			return

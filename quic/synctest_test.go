@@ -540,3 +540,41 @@ func TestKeepAlive(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestAckFrequencyPolicy checks the fixed and adaptive sender policies
+// through Config.AckFrequency: both cut the client's ACK packets.
+func TestAckFrequencyPolicy(t *testing.T) {
+	run := func(pol AckFrequencyPolicy) int {
+		var sent int
+		synctest.Test(t, func(t *testing.T) {
+			n := newMemNet(5 * time.Millisecond)
+			ccfg := testClientConfig(t, "hq-interop")
+			ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
+				if p.Space == SpaceApplication {
+					sent++
+				}
+			}}
+			scfg := testServerConfig(t, "hq-interop")
+			scfg.AckFrequency = pol
+			sep, cep, c, err := pair(t, n, scfg, ccfg)
+			defer sep.Close()
+			defer cep.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fetch(t.Context(), c, 4<<20); err != nil {
+				t.Fatal(err)
+			}
+			c.Close(0, "")
+		})
+		return sent
+	}
+	base := run(AckFrequencyPolicy{})
+	fixed := run(AckFrequencyPolicy{Ratio: 10})
+	rtt := run(AckFrequencyPolicy{Ratio: 10, MaxAckDelay: -1})
+	adaptive := run(AckFrequencyPolicy{Ratio: AdaptiveAckRatio})
+	t.Logf("client packets for 4 MB: RFC 9000 %d, fixed 1:10 %d, fixed 1:10 rtt/4 %d, adaptive %d", base, fixed, rtt, adaptive)
+	if fixed*2 > base || rtt*2 > base || adaptive >= base {
+		t.Errorf("policies did not reduce ACKs enough")
+	}
+}
