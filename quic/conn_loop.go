@@ -26,6 +26,7 @@ type connState struct {
 	keysChanged      bool
 	keepAlivePending bool
 	ampBlocked       bool // the amplification limit stops sending
+	ackOnlyRun       int  // ACK-only 1-RTT packets sent in a row
 	// 0-RTT state.
 	earlyWrite    *protect.Keys // client
 	earlyRead     *protect.Keys // server

@@ -305,6 +305,21 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	if !ackOnly {
 		buf = c.appendFrames(now, space, buf, end, &p)
 	}
+	if !p.ackElic && p.hasAck && space == appSpace && !early && !ackOnly {
+		// RFC 9000 §13.2.4: "an endpoint that is only sending ACK frames
+		// will not receive acknowledgments from its peer unless those
+		// acknowledgments are included in packets with ack-eliciting
+		// frames"; a receive-only endpoint adds a PING now and then, so
+		// that it notices a dead path (e.g. NAT rebinding) by PTO.
+		if c.ackOnlyRun++; c.ackOnlyRun >= 20 && len(buf) < end && !sp.acks.disabled {
+			buf = append(buf, byte(wire.FrameTypePing))
+			log.add(sentFrame{kind: frPing})
+			p.ackElic = true
+		}
+	}
+	if p.ackElic {
+		c.ackOnlyRun = 0
+	}
 	if probing && !p.ackElic && len(buf) < end {
 		// RFC 9002 §6.2.4: "When a PTO timer expires, a sender MUST send
 		// at least one ack-eliciting packet in the packet number space as

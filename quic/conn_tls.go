@@ -181,7 +181,15 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 // installInitialKeys derives the Initial keys from the client's first
 // destination connection ID (RFC 9001 §5.2).
 func (c *Conn) installInitialKeys(dcid []byte) error {
-	ck, sk, err := protect.NewInitialKeys(c.version, dcid)
+	v := c.version
+	if c.isClient && !protect.SupportedVersion(v) {
+		// A client may start with a version it cannot speak (a reserved
+		// one, to provoke Version Negotiation, RFC 9000 §6.3); its Initial
+		// is protected as in v1, which the server cannot be expected to
+		// open anyway.
+		v = Version1
+	}
+	ck, sk, err := protect.NewInitialKeys(v, dcid)
 	if err != nil {
 		return err
 	}

@@ -348,6 +348,9 @@ func TestInteropHandshakeVariants(t *testing.T) {
 		{"retry/go-x-net", "go-x-net", true, nil, "retry"},
 		{"vn-v2-to-v1/go-x-net", "go-x-net", false, []uint32{quic.Version2, quic.Version1}, "transfer"},
 		{"v2/quic-go", "quic-go", false, []uint32{quic.Version2}, "v2"},
+		{"vn-reserved/go-x-net", "go-x-net", false, []uint32{0x1a2a3a4a, quic.Version1}, "transfer"},
+		{"vn-reserved/quic-go", "quic-go", false, []uint32{0x3a4a5a6a, quic.Version1}, "transfer"},
+		{"vn-reserved/ngtcp2", "ngtcp2", false, []uint32{0x5a6a7a8a, quic.Version1}, "http3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			im := needPeer(t, c.peer, "server")
@@ -356,9 +359,13 @@ func TestInteropHandshakeVariants(t *testing.T) {
 			}
 			n := interopSizes[1]
 			e := newInteropEnv(t, n)
-			p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: c.tcase, Retry: c.retry})
+			alpn := peers.ALPNHQ
+			if c.tcase == "http3" {
+				alpn = h3.ALPNH3
+			}
+			p, pool := e.peerServer(im, peers.ServerOpts{ALPN: alpn, TestCase: c.tcase, Retry: c.retry})
 			cfg := &quic.Config{
-				TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}},
+				TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{alpn}},
 				Versions:  c.versions,
 			}
 			conn, err := quic.Dial(e.ctx, "udp", p.Addr, cfg)
@@ -366,7 +373,9 @@ func TestInteropHandshakeVariants(t *testing.T) {
 				t.Fatalf("dial: %v\n%s", err, p.Output())
 			}
 			defer conn.Close(0, "")
-			hqFetchAll(t, e.ctx, conn, p, []int{n})
+			if alpn == peers.ALPNHQ {
+				hqFetchAll(t, e.ctx, conn, p, []int{n})
+			}
 			info := conn.ConnectionInfo()
 			if c.retry && !info.Retried {
 				t.Errorf("no Retry was processed")

@@ -213,8 +213,16 @@ func (e *Endpoint) sendVersionNegotiation(d *datagram) {
 	for _, v := range e.config.versions(false) {
 		vs = append(vs, wire.Version(v))
 	}
-	// Greasing (RFC 9000 §6.3): include a reserved version.
-	vs = append(vs, wire.Version(0x1a2a3a4a))
+	// Greasing (RFC 9000 §6.3): include a random reserved version
+	// (0x?a?a?a?a), never the one the client chose, which would make it
+	// ignore the packet (§6.2).
+	var rb [4]byte
+	rand.Read(rb[:])
+	grease := binary.BigEndian.Uint32(rb[:])&0xf0f0f0f0 | 0x0a0a0a0a
+	if grease == uint32(h.Version) {
+		grease ^= 0x10000000
+	}
+	vs = append(vs, wire.Version(grease))
 	var first [1]byte
 	rand.Read(first[:])
 	// RFC 9000 §17.2.1: the server MUST copy the client's SCID into the

@@ -578,3 +578,27 @@ func TestAckFrequencyPolicy(t *testing.T) {
 		t.Errorf("policies did not reduce ACKs enough")
 	}
 }
+
+// TestVersionNegotiationReserved has a client start with a reserved
+// version (RFC 9000 §6.3): the server answers with Version Negotiation and
+// the client carries on with v1.
+func TestVersionNegotiationReserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Versions = []uint32{0x1a2a3a4a, Version1}
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := c.ConnectionInfo(); info.Version != Version1 || !info.VersionNegotiated {
+			t.Errorf("connection info %+v", info)
+		}
+		if err := fetch(t.Context(), c, 1000); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(0, "")
+	})
+}
