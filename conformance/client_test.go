@@ -92,18 +92,7 @@ func runClientSuite(t *testing.T, ct ClientTarget, patterns []string) *Report {
 	var sb stringsBuilder
 	WriteTable(&sb, rep)
 	t.Logf("%s client (%s) in %v\n%s", ct.Name, ct.Command, time.Since(start).Round(time.Millisecond), sb.String())
-	for _, r := range rep.Results {
-		if r.Verdict != Pass {
-			for _, c := range r.Checks {
-				if c.Verdict != Pass {
-					t.Logf("%s/%s: %s: %s", r.Scenario, c.Name, c.Verdict, c.Sentence)
-				}
-			}
-		}
-		if r.Verdict == Errored {
-			t.Errorf("%s: tester error: %s %s", r.Scenario, r.Sentence, r.Error)
-		}
-	}
+	logJudgements(t, rep)
 	return rep
 }
 

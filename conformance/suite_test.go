@@ -101,12 +101,26 @@ func runSuite(t *testing.T, target Target, patterns []string, revive func(contex
 	var sb stringsBuilder
 	WriteTable(&sb, rep)
 	t.Logf("%s in %v\n%s", target.Name, time.Since(start).Round(time.Millisecond), sb.String())
+	logJudgements(t, rep)
+	return rep
+}
+
+// logJudgements logs the full sentence of every check that is not a pass,
+// and fails the test on tester errors.
+func logJudgements(t *testing.T, rep *Report) {
+	t.Helper()
 	for _, r := range rep.Results {
+		if r.Verdict != Pass {
+			for _, c := range r.Checks {
+				if c.Verdict == Fail || c.Verdict == Warn || c.Verdict == Inconclusive || c.Verdict == Errored {
+					t.Logf("%s/%s: %s: %s", r.Scenario, c.Name, c.Verdict, c.Sentence)
+				}
+			}
+		}
 		if r.Verdict == Errored {
 			t.Errorf("%s: tester error: %s %s", r.Scenario, r.Sentence, r.Error)
 		}
 	}
-	return rep
 }
 
 type stringsBuilder struct{ b []byte }
