@@ -108,6 +108,10 @@ type Config struct {
 	// including CLIENT_EARLY_TRAFFIC_SECRET.
 	KeyLog io.Writer
 
+	// DisableECN stops the engine from marking its packets ECT(0). It
+	// still reads and reports the marks it receives.
+	DisableECN bool
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

@@ -193,5 +193,5 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 	if allowance := c.amplificationAllowance(); allowance < len(buf) {
 		return
 	}
-	c.writeDatagram(buf)
+	c.writeDatagram(buf, 0)
 }

@@ -79,6 +79,7 @@ type connState struct {
 	probeRT   probeRuntime
 	stats     connStats
 	ackFreq   ackFreqState
+	ecn       ecnState
 	keyUpdate keyUpdateState
 	gso       gsoBatch
 }
@@ -138,6 +139,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		c.qlog = cfg.Tracer(c.origDCID, isClient)
 	}
 	c.loss.init(c, now)
+	c.ecn.disabled = cfg.DisableECN
 	c.streams.init(c)
 	c.cids.init(c)
 	ep.register(c.localCID, c)

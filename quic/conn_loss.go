@@ -266,6 +266,9 @@ func (c *Conn) handleAck(now time.Time, space spaceID, f *wire.AckFrame) error {
 		}
 		return localTransportError(wire.FrameEncodingError, uint64(f.Type()), "%v", err)
 	}
+	if len(res.Acked) > 0 {
+		c.ecn.onAck(f.ECN, f.ECT0, f.ECT1, f.ECNCE)
+	}
 	for _, p := range res.Acked {
 		c.onPacketAcked(now, space, p)
 	}

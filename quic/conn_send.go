@@ -46,13 +46,14 @@ func (c *Conn) sendPackets(now time.Time) {
 			c.wake()
 		}
 		c.stats.sent++
+		ecn := c.ecn.codepoint()
 		if !useGSO {
-			c.writeDatagram(b)
+			c.writeDatagram(b, ecn)
 			continue
 		}
-		if !c.gso.add(b) {
+		if !c.gso.add(b, ecn) {
 			c.flushGSO()
-			c.gso.add(b)
+			c.gso.add(b, ecn)
 		}
 	}
 	c.flushGSO()
@@ -60,15 +61,15 @@ func (c *Conn) sendPackets(now time.Time) {
 
 // writeDatagram hands a sealed datagram to the socket, through the probe
 // hook.
-func (c *Conn) writeDatagram(b []byte) {
+func (c *Conn) writeDatagram(b []byte, ecn uint8) {
 	if c.probe != nil && c.probe.OnSendDatagram != nil {
 		out := c.probe.OnSendDatagram(b)
 		for _, d := range out {
-			c.ep.writeTo(d, c.peerAddr)
+			c.ep.writeECN(d, c.peerAddr, ecn, c.gso.oob[:0])
 		}
 		return
 	}
-	c.ep.writeTo(b, c.peerAddr)
+	c.ep.writeECN(b, c.peerAddr, ecn, c.gso.oob[:0])
 }
 
 // amplificationAllowance is how many bytes the server may still send

@@ -8,8 +8,8 @@ import (
 
 // ECN (RFC 9000 §13.4): the engine reads the ECN codepoint of every
 // received datagram from the IP header (IP_RECVTOS / IPV6_RECVTCLASS) and
-// reports the counts in ACK_ECN frames. It does not mark its own packets
-// yet (that needs the validation of §13.4.2).
+// reports the counts in ACK_ECN frames; it marks its own datagrams ECT(0)
+// until validation (§13.4.2) fails.
 
 const (
 	ipRecvTOS       = 13 // IP_RECVTOS
@@ -56,4 +56,35 @@ func parseECN(oob []byte) uint8 {
 		oob = oob[next:]
 	}
 	return 0
+}
+
+const ect0 = 0b10
+
+// ecnState is the sending side of ECN for one connection.
+type ecnState struct {
+	failed   bool // validation failed or marking is off: send Not-ECT
+	disabled bool // Config.DisableECN
+}
+
+// codepoint is the ECN codepoint for the next datagram.
+func (s *ecnState) codepoint() uint8 {
+	if s.failed || s.disabled {
+		return 0
+	}
+	return ect0
+}
+
+// onAck validates ECN with an ACK frame that newly acknowledged packets
+// sent with ECT(0). RFC 9000 §13.4.2.1: "If an ACK frame newly
+// acknowledges a packet that the endpoint sent with either the ECT(0) or
+// ECT(1) codepoint set, ECN validation fails if the corresponding ECN
+// counts are not present in the ACK frame" — and when the counts say that
+// no marked packet arrived marked, the path bleaches the marks.
+func (s *ecnState) onAck(hasCounts bool, ect0, ect1, ce uint64) {
+	if s.failed || s.disabled {
+		return
+	}
+	if !hasCounts || ect0+ect1+ce == 0 {
+		s.failed = true
+	}
 }

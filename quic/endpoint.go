@@ -327,6 +327,16 @@ func (e *Endpoint) writeTo(b []byte, addr netip.AddrPort) error {
 	return err
 }
 
+// writeECN sends one datagram marked with the ECN codepoint ecn (0: not
+// marked). oob is scratch space for the control messages.
+func (e *Endpoint) writeECN(b []byte, addr netip.AddrPort, ecn uint8, oob []byte) error {
+	if ecn == 0 || e.udp == nil {
+		return e.writeTo(b, addr)
+	}
+	_, _, err := e.udp.WriteMsgUDPAddrPort(b, appendECNCmsgs(oob, ecn), addr)
+	return err
+}
+
 func (e *Endpoint) readLoop() {
 	defer close(e.readDone)
 	var oob [ecnOOBBufferLen]byte

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 )
@@ -76,6 +77,56 @@ func TestLoopbackTransfer(t *testing.T) {
 				t.Fatalf("got %d bytes, want %d (mismatch)", len(got), size)
 			}
 			t.Logf("%d bytes in %v (%.0f Mbit/s)", size, el, float64(size)*8/el.Seconds()/1e6)
+		})
+	}
+}
+
+// TestECNMarking runs over real loopback sockets: both ends mark their
+// packets ECT(0), read the marks of the other's, and keep marking because
+// the ACKs report the counts (RFC 9000 §13.4.2). With DisableECN nothing
+// is marked.
+func TestECNMarking(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disable=%v", disable), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			marks := map[string]map[uint8]int{"server": {}, "client": {}}
+			probe := func(who string) *Probe {
+				return &Probe{OnPacketReceived: func(p PacketInfo) {
+					mu.Lock()
+					marks[who][p.ECN]++
+					mu.Unlock()
+				}}
+			}
+			scfg := testServerConfig(t, "hq-interop")
+			scfg.Probe = probe("server")
+			scfg.DisableECN = disable
+			ep, err := Listen("udp", "127.0.0.1:0", scfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			go serveSized(ctx, ep)
+			ccfg := testClientConfig(t, "hq-interop")
+			ccfg.Probe = probe("client")
+			ccfg.DisableECN = disable
+			c, err := Dial(ctx, "udp", ep.Addr().String(), ccfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fetch(ctx, c, 500<<10); err != nil {
+				t.Fatal(err)
+			}
+			c.Close(0, "")
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("ECN codepoints received: %v", marks)
+			for who, m := range marks {
+				if disable && m[2] > 0 || !disable && m[2] < m[0] {
+					t.Errorf("%s received %v", who, m)
+				}
+			}
 		})
 	}
 }
