@@ -222,3 +222,36 @@ func (c *Conn) ConnectionInfo() ConnectionInfo {
 
 // contextBackground is the context of loop calls that cannot be cancelled.
 var contextBackground = context.Background()
+
+// ConnStats is a snapshot of a connection's recovery state and counters.
+type ConnStats struct {
+	SmoothedRTT, RTTVar, MinRTT, LatestRTT time.Duration
+	// PeerMaxAckDelay is the max_ack_delay the PTO allows for.
+	PeerMaxAckDelay  time.Duration
+	CongestionWindow int
+	BytesInFlight    int
+	PTOCount         int
+	// Datagrams sent and received, packets declared lost, PTOs fired.
+	DatagramsSent, DatagramsReceived, PacketsLost, PTOs uint64
+	// KeyGeneration counts 1-RTT key updates.
+	KeyGeneration uint64
+	// ECN reports whether the connection still marks its packets ECT(0).
+	ECN bool
+}
+
+// Stats returns the connection's current statistics; after the
+// connection ends it returns the zero value.
+func (c *Conn) Stats() ConnStats {
+	var s ConnStats
+	c.run(contextBackground, func(now time.Time) {
+		r := c.loss.ld.RTT()
+		s = ConnStats{
+			SmoothedRTT: r.Smoothed(), RTTVar: r.RTTVar(), MinRTT: r.Min(), LatestRTT: r.Latest(),
+			PeerMaxAckDelay: c.loss.ld.MaxAckDelay(), CongestionWindow: c.loss.cc.CongestionWindow(),
+			BytesInFlight: c.loss.ld.BytesInFlight(), PTOCount: c.loss.ld.PTOCount(),
+			DatagramsSent: c.stats.sent, DatagramsReceived: c.stats.recv, PacketsLost: c.stats.lost, PTOs: c.stats.ptos,
+			KeyGeneration: c.appKeys.Generation(), ECN: c.ecn.codepoint() != 0,
+		}
+	})
+	return s
+}

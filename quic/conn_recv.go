@@ -242,6 +242,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		return 0
 	}
 	c.processed = true
+	if c.probe != nil && c.probe.NoKeyUpdateAck && space == appSpace && c.appKeys.Generation() > 0 {
+		return h.PacketLen // probe: never acknowledge new-phase packets
+	}
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
 	if space == appSpace && c.dgramAddr != c.peerAddr && pn == sp.largestRecv && !c.isClient && c.handshakeConfirmed {
 		// RFC 9000 §9.3: "Receiving a packet from a new peer address

@@ -47,6 +47,9 @@ func (c *Conn) sendPackets(now time.Time) {
 		}
 		c.stats.sent++
 		ecn := c.ecn.codepoint()
+		if c.probe != nil && c.probe.ECN != nil {
+			ecn = c.probe.ECN() & 3
+		}
 		if !useGSO {
 			c.writeDatagram(b, ecn)
 			continue
@@ -260,6 +263,9 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	// Quick check that something is there before writing a header.
 	if !wantAck && !probing && !c.hasPending(space, cwndOK) {
 		return buf, p, false
+	}
+	if c.probe != nil && c.probe.SkipPacketNumber != nil && c.probe.SkipPacketNumber(int(space)) {
+		sp.nextPN++
 	}
 	pn := sp.nextPN
 	largestAcked := c.loss.ld.LargestAcked(recovery.Space(space))

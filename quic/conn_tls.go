@@ -79,6 +79,9 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 					data = c.probe.RewriteClientHello(append([]byte(nil), data...))
 				}
 			}
+			if c.probe != nil && c.probe.OnHandshakeFlight != nil {
+				data = c.probe.OnHandshakeFlight(int(sp), append([]byte(nil), data...))
+			}
 			c.spaces[sp].crypto.write(data)
 		case tls.QUICTransportParameters:
 			if err := c.handlePeerTransportParams(now, e.Data); err != nil {

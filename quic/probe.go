@@ -46,6 +46,21 @@ type Probe struct {
 	// still hashes the original, so the handshake fails unless the peer
 	// rejects it first — which is what such probes look for.
 	RewriteClientHello func(hello []byte) []byte
+	// OnHandshakeFlight sees the CRYPTO bytes TLS writes at each level
+	// (SpaceInitial, SpaceHandshake, SpaceApplication) and returns what to
+	// send instead; nil sends nothing (e.g. holding back the Finished; TLS
+	// does not know and the handshake stalls). Split and reorder flights
+	// at datagram level with OnSendDatagram.
+	OnHandshakeFlight func(space int, crypto []byte) []byte
+	// NoKeyUpdateAck withholds acknowledgments of 1-RTT packets received
+	// after the peer started a key update.
+	NoKeyUpdateAck bool
+	// SkipPacketNumber, when it returns true, makes the engine skip one
+	// packet number in that space before the next packet.
+	SkipPacketNumber func(space int) bool
+	// ECN, when set, chooses the ECN codepoint of every datagram sent (0
+	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation.
+	ECN func() uint8
 }
 
 // PacketInfo describes a packet seen by a probe hook. Payload is the
@@ -98,6 +113,21 @@ func (c *Conn) ForceKeyUpdate() error {
 		return c.Err()
 	}
 	return err
+}
+
+// IssueConnectionID sends a NEW_CONNECTION_ID frame with a fresh
+// connection ID of ours and the chosen sequence number and Retire Prior
+// To, whatever the rules say; the endpoint routes the new ID to c.
+func (c *Conn) IssueConnectionID(seq, retirePriorTo uint64) ([]byte, error) {
+	cid := newCID()
+	if !c.run(contextBackground, func(now time.Time) {
+		c.ep.register(cid, c)
+		c.probeRT.inject[appSpace] = append(c.probeRT.inject[appSpace], &wire.NewConnectionIDFrame{
+			SequenceNumber: seq, RetirePriorTo: retirePriorTo, ConnectionID: cid, StatelessResetToken: c.ep.resetToken(cid)})
+	}) {
+		return nil, c.Err()
+	}
+	return cid, nil
 }
 
 // SendRawDatagram writes b to the peer's address as is.

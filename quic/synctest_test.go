@@ -602,3 +602,65 @@ func TestVersionNegotiationReserved(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestProbeSkipPacketNumbersAndStats skips every 10th packet number on
+// the server (a gap the client must tolerate, RFC 9000 §12.3) and reads
+// the connection statistics.
+func TestProbeSkipPacketNumbersAndStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		k := 0
+		scfg.Probe = &Probe{SkipPacketNumber: func(space int) bool {
+			k++
+			return space == SpaceApplication && k%10 == 0
+		}}
+		sep, cep, c, err := pair(t, n, scfg, testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 300<<10); err != nil {
+			t.Fatal(err)
+		}
+		st := c.Stats()
+		if st.SmoothedRTT < 20*time.Millisecond || st.SmoothedRTT > 30*time.Millisecond || st.DatagramsReceived == 0 {
+			t.Errorf("stats %+v", st)
+		}
+		c.Close(0, "")
+	})
+}
+
+// TestProbeHoldBackFinished holds back the client's Finished: the
+// client's handshake completes, the server's never does, and Accept
+// returns nothing.
+func TestProbeHoldBackFinished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = &Probe{OnHandshakeFlight: func(space int, b []byte) []byte {
+			if space == SpaceHandshake {
+				return nil
+			}
+			return b
+		}}
+		sep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+		defer cep.Close()
+		c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if sc, err := sep.Accept(ctx); err == nil {
+			t.Fatalf("server accepted %v without the client's Finished", sc.RemoteAddr())
+		}
+		c.Close(0, "")
+	})
+}
