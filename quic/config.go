@@ -108,6 +108,13 @@ type Config struct {
 	// including CLIENT_EARLY_TRAFFIC_SECRET.
 	KeyLog io.Writer
 
+	// ConnectionIDLength is the length of the connection IDs the endpoint
+	// issues, 0 to 20 (default 8). It is an endpoint setting: Listen,
+	// NewEndpoint and the package-level Dial take it from their Config.
+	// Zero-length IDs (RFC 9000 §5.1) route by peer address and suit
+	// client endpoints with one connection per peer. Use -1 for zero.
+	ConnectionIDLength int
+
 	// DisableECN stops the engine from marking its packets ECT(0). It
 	// still reads and reports the marks it receives.
 	DisableECN bool
@@ -134,8 +141,9 @@ const (
 	// payload of all UDP datagrams carrying Initial packets to at least the
 	// smallest allowed maximum datagram size of 1200 bytes".
 	minInitialDatagramSize = 1200
-	// connIDLen is the length of the connection IDs the engine issues.
-	connIDLen = 8
+	// defaultConnIDLen is the length of the connection IDs the engine
+	// issues by default.
+	defaultConnIDLen = 8
 )
 
 func (c *Config) maxIdleTimeout() time.Duration {
@@ -218,4 +226,14 @@ func (c *Config) congestion() CongestionControl {
 		return Cubic
 	}
 	return c.Congestion
+}
+
+func (c *Config) connIDLen() int {
+	switch {
+	case c.ConnectionIDLength < 0:
+		return 0
+	case c.ConnectionIDLength == 0:
+		return defaultConnIDLen
+	}
+	return min(c.ConnectionIDLength, 20)
 }

@@ -91,9 +91,14 @@ func (s *cidState) hasPending() bool {
 // available and unused connection IDs"; it MUST NOT exceed the peer's
 // active_connection_id_limit).
 func (s *cidState) issue() {
+	if s.c.ep.cidLen == 0 {
+		// RFC 9000 §5.1.1: an endpoint using zero-length connection IDs
+		// has none to issue.
+		return
+	}
 	limit := min(s.peerLimit, maxIssuedCIDs)
 	for uint64(len(s.local)) < limit {
-		cid := newCID()
+		cid := newCID(s.c.ep.cidLen)
 		s.local = append(s.local, localCIDEntry{seq: s.nextSeq, cid: cid})
 		s.nextSeq++
 		s.c.ep.register(cid, s.c)

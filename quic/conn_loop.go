@@ -121,7 +121,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	now := time.Now()
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
-	c.localCID = newCID()
+	c.localCID = newCID(ep.cidLen)
 	c.sendBuf = make([]byte, 0, maxDatagramSize+64)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
@@ -143,6 +143,9 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.streams.init(c)
 	c.cids.init(c)
 	ep.register(c.localCID, c)
+	if ep.cidLen == 0 {
+		ep.registerAddr(peer, c)
+	}
 	if !isClient {
 		// Route further Initials the client sends to its chosen DCID.
 		ep.register(c.initialDCID, c)
@@ -151,8 +154,8 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	return c, nil
 }
 
-func newCID() []byte {
-	b := make([]byte, connIDLen)
+func newCID(n int) []byte {
+	b := make([]byte, n)
 	rand.Read(b)
 	return b
 }

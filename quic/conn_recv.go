@@ -98,7 +98,7 @@ func (c *Conn) retryUndecryptable(now time.Time) {
 // handlePacket processes the packet at the start of b and returns its
 // length, or 0 when the rest of the datagram must be dropped.
 func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, firstDCID *[]byte) int {
-	h, err := wire.ParseHeader(b, connIDLen)
+	h, err := wire.ParseHeader(b, c.ep.cidLen)
 	if err != nil {
 		return 0
 	}

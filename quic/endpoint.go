@@ -24,6 +24,10 @@ type Endpoint struct {
 
 	mu    sync.Mutex
 	conns map[string]*Conn // by every connection ID we issued, and by client-chosen Initial DCIDs
+	// byAddr routes by peer address when the endpoint issues zero-length
+	// connection IDs.
+	byAddr map[netip.AddrPort]*Conn
+	cidLen int
 	// resetTokens maps the peers' stateless reset tokens to connections.
 	resetTokens map[[16]byte]*Conn
 	all         map[*Conn]struct{}
@@ -125,6 +129,8 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 		server:      server,
 		conns:       make(map[string]*Conn),
 		resetTokens: make(map[[16]byte]*Conn),
+		byAddr:      make(map[netip.AddrPort]*Conn),
+		cidLen:      cfg.connIDLen(),
 		all:         make(map[*Conn]struct{}),
 		acceptq:     make(chan *Conn, 64),
 		done:        make(chan struct{}),
@@ -292,6 +298,13 @@ func (e *Endpoint) unregister(cid []byte, c *Conn) {
 	e.mu.Unlock()
 }
 
+// registerAddr routes datagrams from addr to c (zero-length CIDs).
+func (e *Endpoint) registerAddr(addr netip.AddrPort, c *Conn) {
+	e.mu.Lock()
+	e.byAddr[addr] = c
+	e.mu.Unlock()
+}
+
 // forget drops every route to c once its loop has ended.
 func (e *Endpoint) forget(c *Conn) {
 	e.mu.Lock()
@@ -303,6 +316,11 @@ func (e *Endpoint) forget(c *Conn) {
 	for k, v := range e.resetTokens {
 		if v == c {
 			delete(e.resetTokens, k)
+		}
+	}
+	for k, v := range e.byAddr {
+		if v == c {
+			delete(e.byAddr, k)
 		}
 	}
 	delete(e.all, c)
@@ -376,7 +394,7 @@ func (e *Endpoint) readLoop() {
 // route hands d to its connection, or to the stateless handling of the
 // server.
 func (e *Endpoint) route(d *datagram) {
-	dcid, ok := datagramDCID(d.b)
+	dcid, ok := datagramDCID(d.b, e.cidLen)
 	if !ok {
 		d.release()
 		return
@@ -384,6 +402,15 @@ func (e *Endpoint) route(d *datagram) {
 	if c := e.lookup(dcid); c != nil {
 		c.deliver(d)
 		return
+	}
+	if e.cidLen == 0 {
+		e.mu.Lock()
+		c := e.byAddr[d.addr]
+		e.mu.Unlock()
+		if c != nil {
+			c.deliver(d)
+			return
+		}
 	}
 	if d.b[0]&0x80 != 0 && e.server {
 		e.handleUnknownLong(d, dcid)
@@ -423,7 +450,7 @@ func (e *Endpoint) registerResetToken(tok [16]byte, c *Conn) {
 // smallest reset is 21 bytes (§10.3: 5 unpredictable bytes and the token).
 func (e *Endpoint) sendStatelessReset(d *datagram) {
 	const minReset = 21
-	if len(d.b) <= minReset || len(d.b) < 1+connIDLen {
+	if len(d.b) <= minReset || e.cidLen == 0 || len(d.b) < 1+e.cidLen {
 		return
 	}
 	n := min(len(d.b)-1, 43)
@@ -432,23 +459,23 @@ func (e *Endpoint) sendStatelessReset(d *datagram) {
 	// "the first byte ... has the fixed bit set and the header form bit
 	// cleared" so that it looks like a short header packet.
 	b[0] = 0x40 | b[0]&0x3f
-	tok := e.resetToken(d.b[1 : 1+connIDLen])
+	tok := e.resetToken(d.b[1 : 1+e.cidLen])
 	copy(b[n-16:], tok[:])
 	e.writeTo(b, d.addr)
 }
 
 // datagramDCID returns the destination connection ID of the first packet
-// in b. Short headers carry connIDLen bytes, the length of every CID this
-// engine issues.
-func datagramDCID(b []byte) ([]byte, bool) {
+// in b. Short headers carry cidLen bytes, the length of every CID the
+// endpoint issues.
+func datagramDCID(b []byte, cidLen int) ([]byte, bool) {
 	if len(b) == 0 {
 		return nil, false
 	}
 	if b[0]&0x80 == 0 {
-		if len(b) < 1+connIDLen {
+		if len(b) < 1+cidLen {
 			return nil, false
 		}
-		return b[1 : 1+connIDLen], true
+		return b[1 : 1+cidLen], true
 	}
 	if len(b) < 6 {
 		return nil, false

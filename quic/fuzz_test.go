@@ -11,7 +11,7 @@ func FuzzDatagramDCID(f *testing.F) {
 	f.Add([]byte{0x40, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{0xc0, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if dcid, ok := datagramDCID(b); ok && len(dcid) > len(b) {
+		if dcid, ok := datagramDCID(b, 8); ok && len(dcid) > len(b) {
 			t.Fatalf("DCID longer than the datagram")
 		}
 		helloRandom(b)

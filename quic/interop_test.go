@@ -516,3 +516,26 @@ func TestInteropECN(t *testing.T) {
 		t.Errorf("no ECT(0) packet seen from quic-go")
 	}
 }
+
+// TestInteropZeroLengthCID has a Quiver client with zero-length
+// connection IDs download from quic-go and x/net.
+func TestInteropZeroLengthCID(t *testing.T) {
+	for _, name := range []string{"quic-go", "go-x-net"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "server")
+			n := interopSizes[2]
+			e := newInteropEnv(t, n)
+			p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: "transfer"})
+			cfg := &quic.Config{
+				TLSConfig:          &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}},
+				ConnectionIDLength: -1,
+			}
+			c, err := quic.Dial(e.ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial: %v\n%s", err, p.Output())
+			}
+			defer c.Close(0, "")
+			hqFetchAll(t, e.ctx, c, p, []int{n})
+		})
+	}
+}

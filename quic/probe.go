@@ -119,7 +119,7 @@ func (c *Conn) ForceKeyUpdate() error {
 // connection ID of ours and the chosen sequence number and Retire Prior
 // To, whatever the rules say; the endpoint routes the new ID to c.
 func (c *Conn) IssueConnectionID(seq, retirePriorTo uint64) ([]byte, error) {
-	cid := newCID()
+	cid := newCID(max(c.ep.cidLen, 1))
 	if !c.run(contextBackground, func(now time.Time) {
 		c.ep.register(cid, c)
 		c.probeRT.inject[appSpace] = append(c.probeRT.inject[appSpace], &wire.NewConnectionIDFrame{

@@ -128,7 +128,7 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 		d.release()
 		return
 	}
-	h, err := wire.ParseHeader(b, connIDLen)
+	h, err := wire.ParseHeader(b, e.cidLen)
 	if err != nil || h.Type != wire.PacketTypeInitial || len(b) < minInitialDatagramSize {
 		// RFC 9000 §14.1: the server MUST discard small Initials; other
 		// packet types for unknown connections are dropped.
@@ -204,7 +204,7 @@ func newServerConn(e *Endpoint, addr netip.AddrPort, version uint32, odcid, dcid
 }
 
 func (e *Endpoint) sendVersionNegotiation(d *datagram) {
-	h, err := wire.ParseHeader(d.b, connIDLen)
+	h, err := wire.ParseHeader(d.b, e.cidLen)
 	_ = err
 	if h.DCID == nil && len(d.b) > 6 {
 		return
@@ -234,7 +234,7 @@ func (e *Endpoint) sendVersionNegotiation(d *datagram) {
 // sendRetry answers an Initial without a token with a Retry (RFC 9000
 // §17.2.5).
 func (e *Endpoint) sendRetry(now time.Time, d *datagram, h *wire.Header) {
-	rscid := newCID()
+	rscid := newCID(defaultConnIDLen)
 	tok := e.tokens.seal(now, d.addr, h.DCID, rscid)
 	r := wire.Retry{Version: h.Version, DCID: h.SCID, SCID: rscid, Token: tok}
 	b := r.AppendWithoutTag(nil)

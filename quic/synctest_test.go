@@ -664,3 +664,35 @@ func TestProbeHoldBackFinished(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestConnectionIDLengths runs a transfer with client connection IDs of
+// zero, 4 and 20 bytes and server IDs of 5 bytes.
+func TestConnectionIDLengths(t *testing.T) {
+	for _, l := range []int{-1, 4, 20} {
+		t.Run(fmt.Sprint(l), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(5 * time.Millisecond)
+				scfg := testServerConfig(t, "hq-interop")
+				scfg.ConnectionIDLength = 5
+				sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sep.Close()
+				go serveSized(t.Context(), sep)
+				ccfg := testClientConfig(t, "hq-interop")
+				ccfg.ConnectionIDLength = l
+				cep, _ := NewEndpoint(n.listen(testClientAddr), ccfg)
+				defer cep.Close()
+				c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fetch(t.Context(), c, 200<<10); err != nil {
+					t.Fatal(err)
+				}
+				c.Close(0, "")
+			})
+		})
+	}
+}
