@@ -37,6 +37,8 @@ func TestGolden(t *testing.T) {
 		{"interop-help", []string{"interop", "--help"}, 0},
 		{"track-help", []string{"track", "--help"}, 0},
 		{"track-noarg", []string{"track"}, 2},
+		{"worker-help", []string{"worker", "--help"}, 0},
+		{"worker-nodb", []string{"worker"}, 2},
 		{"web-help", []string{"web", "--help"}, 0},
 		{"bench-help", []string{"bench", "--help"}, 0},
 		{"bench-noarg", []string{"bench"}, 2},

@@ -156,6 +156,9 @@ func trackCommand() *command {
 			"quiver track diff 2 3",
 			"quiver track changes --target 'quic-go local'",
 			"quiver track run --db postgres://quiver@db.example/quiver --targets targets.json",
+			"quiver track run --queue --db postgres://quiver@db.example/quiver targets.json   # for quiver worker",
+			"quiver track sweep --impl quic-go --since v0.48.0 --scenarios 'hs-*,v2-*'",
+			"quiver track sweep --impl x/net --versions v0.18.0,v0.30.0,v0.62.0",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &trackOpts{}

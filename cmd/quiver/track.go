@@ -22,7 +22,7 @@ type trackOpts struct {
 	impl, versions, since, cache                        string
 	parallel, window                                    int
 	timeout                                             time.Duration
-	json                                                bool
+	json, queue                                         bool
 }
 
 func (o *trackOpts) setFlags(fs *flag.FlagSet) {
@@ -36,6 +36,7 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.target, "target", "", "only this target `name` (show, changes)")
 	fs.IntVar(&o.window, "window", observatory.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
+	fs.BoolVar(&o.queue, "queue", false, "run: put the jobs in the PostgreSQL queue for quiver worker processes instead of running them")
 	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net)")
 	fs.StringVar(&o.versions, "versions", "", "sweep: released `versions`, comma-separated (see go list -m -versions)")
 	fs.StringVar(&o.since, "since", "", "sweep: every released version from `version` on")
@@ -145,6 +146,9 @@ func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 	if file == "" {
 		return fmt.Errorf("%w: track run needs a targets file (--targets FILE)", errUsage)
 	}
+	if o.queue && !store.IsPostgres(o.db) {
+		return fmt.Errorf("%w: --queue needs --db postgres://… (workers share the queue and the results there)", errUsage)
+	}
 	targets, err := observatory.LoadTargets(file)
 	if err != nil {
 		return err
@@ -163,6 +167,9 @@ func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 		name = file
 	}
 	c := observatory.Campaign{Name: name, Targets: targets, Scenarios: scenarios}
+	if o.queue {
+		return enqueueCampaign(ctx, env, st, o, c)
+	}
 	run, err := runCampaign(ctx, env, st, o, c, nil)
 	if err != nil && run.ID == 0 {
 		return err
