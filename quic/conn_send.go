@@ -80,14 +80,31 @@ func (c *Conn) writeDatagram(b []byte, ecn uint8) {
 // validating the client address, servers MUST NOT send more than three
 // times as many bytes as the number of bytes they have received."
 func (c *Conn) amplificationAllowance() int {
+	size := c.datagramSize()
 	if c.isClient || c.addrValidated {
-		return maxDatagramSize
+		return size
 	}
 	limit := 3 * c.bytesRecv
 	if c.bytesSent >= limit {
 		return 0
 	}
-	return int(min(limit-c.bytesSent, maxDatagramSize))
+	return int(min(limit-c.bytesSent, uint64(size)))
+}
+
+// datagramSize is the largest datagram the engine sends now. Until the
+// handshake is confirmed it keeps to 1200 bytes, which every path carries
+// (RFC 9000 §14); then it uses up to maxDatagramSize, within the peer's
+// max_udp_payload_size (§18.2: the peer is not "willing to receive" more).
+// Path MTU discovery would go further.
+func (c *Conn) datagramSize() int {
+	if !c.handshakeConfirmed {
+		return minInitialDatagramSize
+	}
+	size := maxDatagramSize
+	if c.havePeerTP && c.peerParams.tp.MaxUDPPayloadSize >= minInitialDatagramSize {
+		size = int(min(uint64(size), c.peerParams.tp.MaxUDPPayloadSize))
+	}
+	return size
 }
 
 // buildDatagram assembles and seals one datagram into c.sendBuf. It
