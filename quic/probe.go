@@ -131,4 +131,9 @@ func (c *Conn) IssueConnectionID(seq, retirePriorTo uint64) ([]byte, error) {
 }
 
 // SendRawDatagram writes b to the peer's address as is.
-func (c *Conn) SendRawDatagram(b []byte) error { return c.ep.writeTo(b, c.peerAddr) }
+func (c *Conn) SendRawDatagram(b []byte) error {
+	c.mu.Lock()
+	addr := c.peerAddr
+	c.mu.Unlock()
+	return c.ep.writeTo(b, addr)
+}
