@@ -355,12 +355,7 @@ func TestNATRebinding(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		var sc *Conn
-		sep.mu.Lock()
-		for x := range sep.all {
-			sc = x
-		}
-		sep.mu.Unlock()
+		sc := serverConn(sep)
 		var migrations uint64
 		var validated bool
 		sc.run(t.Context(), func(time.Time) { migrations, validated = sc.stats.migrations, sc.addrValidated })
@@ -440,52 +435,63 @@ func TestDatagrams(t *testing.T) {
 	})
 }
 
+// clientPacketsFor counts the 1-RTT packets a client sends while it
+// downloads size bytes from a server configured with scfg; setup runs on
+// the server's connection after a first small request.
+func clientPacketsFor(t *testing.T, scfg *Config, size int, setup func(sc *Conn)) int {
+	var sent int
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
+			if p.Space == SpaceApplication {
+				sent++
+			}
+		}}
+		sep, cep, c, err := pair(t, n, scfg, ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 100); err != nil {
+			t.Fatal(err)
+		}
+		if setup != nil {
+			setup(serverConn(sep))
+		}
+		sent = 0
+		if err := fetch(t.Context(), c, size); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(0, "")
+	})
+	return sent
+}
+
+// serverConn returns the (single) connection of a server endpoint.
+func serverConn(sep *Endpoint) *Conn {
+	sep.mu.Lock()
+	defer sep.mu.Unlock()
+	for c := range sep.all {
+		return c
+	}
+	return nil
+}
+
 // TestAckFrequency has the server (the data sender) ask the client for
 // one ACK per ten packets: the client then sends far fewer packets for
 // the same download.
 func TestAckFrequency(t *testing.T) {
-	count := func(threshold uint64) int {
-		var sent int
-		synctest.Test(t, func(t *testing.T) {
-			n := newMemNet(5 * time.Millisecond)
-			ccfg := testClientConfig(t, "hq-interop")
-			ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
-				if p.Space == SpaceApplication {
-					sent++
-				}
-			}}
-			sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
-			defer sep.Close()
-			defer cep.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := fetch(t.Context(), c, 100); err != nil {
-				t.Fatal(err)
-			}
-			if threshold > 0 {
-				var sc *Conn
-				sep.mu.Lock()
-				for x := range sep.all {
-					sc = x
-				}
-				sep.mu.Unlock()
-				if err := sc.SetAckFrequency(threshold, 20*time.Millisecond, 3); err != nil {
-					t.Fatal(err)
-				}
-				if err := sc.SendImmediateAck(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sent = 0
-			if err := fetch(t.Context(), c, 2<<20); err != nil {
-				t.Fatal(err)
-			}
-			c.Close(0, "")
-		})
-		return sent
-	}
-	base, reduced := count(0), count(9)
+	base := clientPacketsFor(t, testServerConfig(t, "hq-interop"), 2<<20, nil)
+	reduced := clientPacketsFor(t, testServerConfig(t, "hq-interop"), 2<<20, func(sc *Conn) {
+		if err := sc.SetAckFrequency(9, 20*time.Millisecond, 3); err != nil {
+			t.Error(err)
+		}
+		if err := sc.SendImmediateAck(); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Logf("client packets for 2 MB: %d with RFC 9000 ACKs, %d with threshold 9", base, reduced)
 	if reduced*3 > base {
 		t.Errorf("ACK_FREQUENCY threshold 9 left %d client packets (baseline %d)", reduced, base)
@@ -545,29 +551,9 @@ func TestKeepAlive(t *testing.T) {
 // through Config.AckFrequency: both cut the client's ACK packets.
 func TestAckFrequencyPolicy(t *testing.T) {
 	run := func(pol AckFrequencyPolicy) int {
-		var sent int
-		synctest.Test(t, func(t *testing.T) {
-			n := newMemNet(5 * time.Millisecond)
-			ccfg := testClientConfig(t, "hq-interop")
-			ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
-				if p.Space == SpaceApplication {
-					sent++
-				}
-			}}
-			scfg := testServerConfig(t, "hq-interop")
-			scfg.AckFrequency = pol
-			sep, cep, c, err := pair(t, n, scfg, ccfg)
-			defer sep.Close()
-			defer cep.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := fetch(t.Context(), c, 4<<20); err != nil {
-				t.Fatal(err)
-			}
-			c.Close(0, "")
-		})
-		return sent
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.AckFrequency = pol
+		return clientPacketsFor(t, scfg, 4<<20, nil)
 	}
 	base := run(AckFrequencyPolicy{})
 	fixed := run(AckFrequencyPolicy{Ratio: 10})
