@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/quiver-quic/quiver/observatory"
@@ -39,6 +40,13 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 	if err != nil {
 		return err
 	}
+	for _, v := range listed {
+		// A release the proxy does not list may still be there by name.
+		if !slices.Contains(all, v) && sweepExists(ctx, im.Module, v) {
+			all = append(all, v)
+		}
+	}
+	slices.SortFunc(all, sweep.CompareVersions)
 	versions, err := sweep.Choose(all, listed, o.since)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -89,8 +97,12 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 	return err
 }
 
-// sweepVersions lists a module's released versions; tests replace it.
-var sweepVersions = sweep.ListVersions
+// sweepVersions lists a module's released versions and sweepExists checks
+// one that is not listed; tests replace them.
+var (
+	sweepVersions = sweep.ListVersions
+	sweepExists   = sweep.Exists
+)
 
 // sweepLine prints one line per version as it ends, and what it is doing
 // on a terminal meanwhile.

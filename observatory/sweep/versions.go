@@ -40,6 +40,16 @@ func ListVersions(ctx context.Context, module string) ([]string, error) {
 	return vs, nil
 }
 
+// Exists reports whether module@version is on the module proxy. Some
+// proxies list only part of a module's releases; the others can still be
+// fetched by name.
+func Exists(ctx context.Context, module, version string) bool {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-json", module+"@"+version)
+	cmd.Dir = tempModDir()
+	cmd.Env = goEnv()
+	return cmd.Run() == nil
+}
+
 // Choose picks the versions to sweep from all (oldest first): the ones
 // listed, which must exist, or every version since (inclusive) since.
 // The result is in release order.
