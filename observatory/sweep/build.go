@@ -328,7 +328,7 @@ func quicGoTags(modDir string) ([]string, error) {
 // with the other modules at the versions that release asks for.
 func buildQuicGo(ctx context.Context, b *Builder, version, modDir, work, out string) ([]string, error) {
 	if !fileExists(filepath.Join(modDir, "transport.go")) {
-		return nil, fmt.Errorf("quic-go %s has no quic.Transport, which the adapter needs (the proxy's releases have it from v0.36.0 on)", version)
+		return nil, fmt.Errorf("quic-go %s has no quic.Transport, which the adapter needs (it arrived in v0.35.0)", version)
 	}
 	tags, err := quicGoTags(modDir)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // setQlogTracer makes quic-go write one qlog file per connection into
-// $QLOGDIR; before v0.46 the tracer was qlog.DefaultTracer.
+// $QLOGDIR; before v0.45 the tracer was qlog.DefaultTracer.
 func setQlogTracer(qc *quic.Config) error {
 	qc.Tracer = qlog.DefaultTracer
 	return nil
