@@ -20,6 +20,7 @@ type Conn struct {
 	config       *Config
 	isClient     bool
 	ownsEndpoint bool
+	oldEndpoints []oldEndpoint // endpoints left by Migrate; guarded by mu
 	peerAddr     netip.AddrPort
 	probe        *Probe
 	qlog         qlog.Recorder
@@ -119,8 +120,11 @@ func (c *Conn) Close(code uint64, reason string) error {
 	case <-c.closing.sentSignal:
 	case <-c.loopDone:
 	}
-	if c.ownsEndpoint {
-		c.ep.Close()
+	c.mu.Lock()
+	ep, owns := c.ep, c.ownsEndpoint
+	c.mu.Unlock()
+	if owns {
+		ep.Close()
 	}
 	return nil
 }
@@ -187,7 +191,7 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 }
 
 // LocalAddr returns the local address.
-func (c *Conn) LocalAddr() net.Addr { return c.ep.Addr() }
+func (c *Conn) LocalAddr() net.Addr { return c.localEndpoint().Addr() }
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr {

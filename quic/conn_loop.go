@@ -318,6 +318,7 @@ func (c *Conn) finish() {
 		c.tls.Close()
 	}
 	c.ep.forget(c)
+	c.releaseOldEndpoints()
 	c.streams.closeAll(c.closeErr)
 	close(c.loopDone)
 }

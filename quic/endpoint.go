@@ -222,7 +222,9 @@ func dialNew(ctx context.Context, network, addr string, cfg *Config, early bool)
 		e.Close()
 		return nil, err
 	}
+	c.mu.Lock()
 	c.ownsEndpoint = true
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -302,6 +304,14 @@ func (e *Endpoint) unregister(cid []byte, c *Conn) {
 func (e *Endpoint) registerAddr(addr netip.AddrPort, c *Conn) {
 	e.mu.Lock()
 	e.byAddr[addr] = c
+	e.mu.Unlock()
+}
+
+// detach stops counting c among the endpoint's connections (Close does not
+// close it) but keeps its routes.
+func (e *Endpoint) detach(c *Conn) {
+	e.mu.Lock()
+	delete(e.all, c)
 	e.mu.Unlock()
 }
 

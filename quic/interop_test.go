@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -536,6 +537,54 @@ func TestInteropZeroLengthCID(t *testing.T) {
 			}
 			defer c.Close(0, "")
 			hqFetchAll(t, e.ctx, c, p, []int{n})
+		})
+	}
+}
+
+// TestInteropMigration moves a Quiver client to a new local port in the
+// middle of a download from quic-go (which follows client migration); an
+// x/net server disables active migration, which Migrate must respect.
+func TestInteropMigration(t *testing.T) {
+	for _, name := range []string{"quic-go", "go-x-net"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "server")
+			n := interopSizes[3]
+			e := newInteropEnv(t, n)
+			p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: "transfer"})
+			cfg := &quic.Config{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}}}
+			c, err := quic.Dial(e.ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial: %v\n%s", err, p.Output())
+			}
+			defer c.Close(0, "")
+			hqFetchAll(t, e.ctx, c, p, []int{n}) // confirms the handshake
+			done := make(chan error, 1)
+			go func() {
+				got, err := hqGet(e.ctx, c, "/"+fileName(n))
+				if err == nil && !bytes.Equal(got, content(n)) {
+					err = fmt.Errorf("got %d bytes, not the file", len(got))
+				}
+				done <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			merr := c.Migrate(pc)
+			if name == "go-x-net" {
+				if merr == nil {
+					t.Errorf("migrated although x/net disables active migration")
+				}
+			} else if merr != nil {
+				t.Fatal(merr)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("download across the migration: %v\n%s", err, p.Output())
+			}
+			if merr == nil && c.LocalAddr().String() != pc.LocalAddr().String() {
+				t.Errorf("local address %v, want %v", c.LocalAddr(), pc.LocalAddr())
+			}
 		})
 	}
 }

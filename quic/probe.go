@@ -133,7 +133,7 @@ func (c *Conn) IssueConnectionID(seq, retirePriorTo uint64) ([]byte, error) {
 // SendRawDatagram writes b to the peer's address as is.
 func (c *Conn) SendRawDatagram(b []byte) error {
 	c.mu.Lock()
-	addr := c.peerAddr
+	addr, ep := c.peerAddr, c.ep
 	c.mu.Unlock()
-	return c.ep.writeTo(b, addr)
+	return ep.writeTo(b, addr)
 }

@@ -682,3 +682,48 @@ func TestConnectionIDLengths(t *testing.T) {
 		})
 	}
 }
+
+// TestClientMigration moves the client to a new socket in the middle of a
+// download (RFC 9000 §9): it continues under a new connection ID, both
+// paths are validated, and the download completes.
+func TestClientMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		dcids := map[string]bool{}
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.Probe = &Probe{OnPacketReceived: func(p PacketInfo) {
+			if p.Space == SpaceApplication {
+				dcids[string(p.DCID)] = true
+			}
+		}}
+		sep, cep, c, err := pair(t, n, scfg, testClientConfig(t, "hq-interop"))
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 1000); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- fetch(t.Context(), c, 2<<20) }()
+		time.Sleep(30 * time.Millisecond)
+		if err := c.Migrate(n.listen("10.0.0.2:7000")); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := c.LocalAddr().String(); got != "10.0.0.2:7000" {
+			t.Errorf("client local address %s", got)
+		}
+		sc := serverConn(sep)
+		if got := sc.RemoteAddr().String(); got != "10.0.0.2:7000" {
+			t.Errorf("server sends to %s", got)
+		}
+		if len(dcids) < 2 {
+			t.Errorf("client used %d connection IDs, want a new one after migrating", len(dcids))
+		}
+		c.Close(0, "")
+	})
+}
