@@ -1,5 +1,7 @@
 package main
 
+import "net/http"
+
 // quic-go's API changed over its releases, and Quiver builds this adapter
 // at many of them (quiver track sweep). Everything that differs between
 // releases lives in the api_*.go files, in pairs or triples selected by
@@ -17,3 +19,10 @@ package main
 //
 // The adapter needs quic.Transport (v0.35 and later); releases before
 // v0.37.5 do not build with Go 1.21 or later at all.
+
+// h3RoundTripper is quic-go's HTTP/3 client, whatever its type's name in
+// the release (newH3Transport makes one).
+type h3RoundTripper interface {
+	http.RoundTripper
+	Close() error
+}

@@ -4,18 +4,12 @@ package main
 
 import (
 	"crypto/tls"
-	"net/http"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
 
-// h3RoundTripper is quic-go's HTTP/3 client.
-type h3RoundTripper interface {
-	http.RoundTripper
-	Close() error
-}
-
+// newH3Transport returns quic-go's HTTP/3 client.
 func newH3Transport(tlsConf *tls.Config, qc *quic.Config) h3RoundTripper {
 	return &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: qc}
 }

@@ -4,19 +4,13 @@ package main
 
 import (
 	"crypto/tls"
-	"net/http"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
 
-// h3RoundTripper is quic-go's HTTP/3 client, http3.RoundTripper before
-// v0.48.
-type h3RoundTripper interface {
-	http.RoundTripper
-	Close() error
-}
-
+// newH3Transport returns quic-go's HTTP/3 client, http3.RoundTripper
+// before v0.48.
 func newH3Transport(tlsConf *tls.Config, qc *quic.Config) h3RoundTripper {
 	return &http3.RoundTripper{TLSClientConfig: tlsConf, QUICConfig: qc}
 }
