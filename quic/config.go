@@ -64,8 +64,9 @@ type Config struct {
 	// parameter. Default 4.
 	ActiveConnectionIDLimit uint64
 	// MaxUDPPayloadSize is the max_udp_payload_size transport parameter.
-	// Default 1452 for the parameter; the engine sends at most 1200-byte
-	// datagrams until path MTU discovery lands.
+	// Default 1452. The engine itself sends 1200-byte datagrams until the
+	// handshake is confirmed, then up to 1452 bytes within the peer's
+	// limit (no path MTU discovery yet).
 	MaxUDPPayloadSize uint64
 
 	// Allow0RTT lets a server accept 0-RTT data in resumed connections, and

@@ -27,9 +27,18 @@
 // coalesce, pad, seal; GSO in gso.go, pacing in pacer.go), conn_tls.go
 // (crypto/tls QUIC API, keys, key log), conn_loss.go (what each packet
 // carried, loss and PTO through package recovery), conn_close.go
-// (closing and draining), conn_ids.go (connection IDs, path validation),
-// conn_0rtt.go (resumption and 0-RTT), conn_params.go (transport
-// parameters), conn_qlog.go (qlog events), probe.go (test hooks).
+// (closing and draining), conn_ids.go (connection IDs, path validation,
+// following a migrating peer), conn_migrate.go (client migration),
+// conn_0rtt.go (resumption and 0-RTT), conn_keyupdate.go (key updates),
+// conn_params.go (transport parameters), conn_ackfreq.go (ACK frequency
+// extension, both roles), conn_datagram.go (RFC 9221), ecn.go (ECN marks
+// in and out), conn_qlog.go (qlog events), probe.go and probe_packet.go
+// (test hooks).
+//
+// Tests: synctest_test.go and testpeer_test.go run in a testing/synctest
+// bubble over an in-process network (memnet_test.go), the latter with a
+// frame-level scripted client; interop_test.go runs against quic-go,
+// x/net/quic and ngtcp2 through package peers.
 //
 // Wire encoding, packet protection, loss recovery and stream state come
 // from packages wire, protect, recovery and streams.
