@@ -93,6 +93,12 @@ type Config struct {
 	// frame we accept. See Conn.SendDatagram and Conn.ReceiveDatagram.
 	MaxDatagramFrameSize uint64
 
+	// TokenStore, on a client, keeps the address validation tokens servers
+	// give in NEW_TOKEN frames and offers them in later connections to the
+	// same server, which can then skip Retry (RFC 9000 §8.1.3). See
+	// NewTokenStore.
+	TokenStore TokenStore
+
 	// RequireRetry makes a server answer every Initial without a valid
 	// token with a Retry packet (RFC 9000 §8.1.2).
 	RequireRetry bool

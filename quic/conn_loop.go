@@ -132,6 +132,11 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		rand.Read(c.origDCID)
 		c.peerCID = c.origDCID
 		c.initialDCID = c.origDCID
+		if cfg.TokenStore != nil {
+			// RFC 9000 §8.1.3: a client uses a NEW_TOKEN token in the
+			// Initial packets of a later connection to the same server.
+			c.retryToken = cfg.TokenStore.Take(c.tokenKey())
+		}
 	} else if setup != nil {
 		setup(c)
 	}

@@ -352,6 +352,7 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		if !c.isClient {
 			return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.7: NEW_TOKEN sent by a client")
 		}
+		c.onNewToken(f)
 	case *wire.NewConnectionIDFrame:
 		return c.cids.onNewConnectionID(now, f)
 	case *wire.RetireConnectionIDFrame:

@@ -224,6 +224,7 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 		c.handshakeDonePending = true
 		c.confirmHandshake(now)
 		c.sendSessionTicket()
+		c.sendNewToken(now)
 		if err := c.handleTLSEvents(now); err != nil {
 			c.closeLocal(now, err)
 		}

@@ -82,6 +82,37 @@ func (t *tokenProtector) open(now time.Time, addr netip.AddrPort, tok []byte) (o
 	return odcid, pt[1 : 1+m], true
 }
 
+// newTokenLifetime is how long a NEW_TOKEN token validates an address.
+const newTokenLifetime = 24 * time.Hour
+
+// sealAddressToken returns a token for NEW_TOKEN (RFC 9000 §8.1.3): it
+// vouches for the client's IP address (not its port, which changes between
+// connections) until it expires. Its associated data differs from a Retry
+// token's, so neither passes for the other.
+func (t *tokenProtector) sealAddressToken(now time.Time, addr netip.Addr) []byte {
+	pt := binary.BigEndian.AppendUint64(nil, uint64(now.Add(newTokenLifetime).UnixNano()))
+	ab, _ := addr.Unmap().MarshalBinary()
+	ad := append([]byte("N"), ab...)
+	nonce := make([]byte, t.aead.NonceSize(), t.aead.NonceSize()+len(pt)+16)
+	rand.Read(nonce)
+	return t.aead.Seal(nonce, nonce, pt, ad)
+}
+
+// openAddressToken reports whether tok is a valid NEW_TOKEN token for
+// addr.
+func (t *tokenProtector) openAddressToken(now time.Time, addr netip.Addr, tok []byte) bool {
+	ns := t.aead.NonceSize()
+	if len(tok) < ns+16 {
+		return false
+	}
+	ab, _ := addr.Unmap().MarshalBinary()
+	pt, err := t.aead.Open(nil, tok[:ns], tok[ns:], append([]byte("N"), ab...))
+	if err != nil || len(pt) != 8 {
+		return false
+	}
+	return now.UnixNano() <= int64(binary.BigEndian.Uint64(pt))
+}
+
 // resetToken derives the stateless reset token of one of our connection
 // IDs (RFC 9000 §10.3.2).
 func (e *Endpoint) resetToken(cid []byte) [16]byte {
@@ -153,7 +184,12 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 	now := time.Now()
 	odcid := h.DCID
 	var retrySCID []byte
-	if e.config.RequireRetry {
+	// A token from an earlier connection's NEW_TOKEN validates the address
+	// (RFC 9000 §8.1.3); an invalid one is ignored: "If the token is
+	// invalid, the server SHOULD proceed as if the client did not have a
+	// validated address".
+	validated := len(h.Token) > 0 && e.tokens.openAddressToken(now, d.addr.Addr(), h.Token)
+	if e.config.RequireRetry && !validated {
 		if len(h.Token) == 0 {
 			e.sendRetry(now, d, &h)
 			d.release()
@@ -176,7 +212,7 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 		d.release()
 		return
 	}
-	c, err := newServerConn(e, d.addr, version, odcid, h.DCID, h.SCID, retrySCID, d)
+	c, err := newServerConn(e, d.addr, version, odcid, h.DCID, h.SCID, retrySCID, validated, d)
 	if err != nil {
 		d.release()
 		return
@@ -186,7 +222,7 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 
 // newServerConn creates the server side of a connection from the
 // client's first Initial.
-func newServerConn(e *Endpoint, addr netip.AddrPort, version uint32, odcid, dcid, scid, retrySCID []byte, first *datagram) (*Conn, error) {
+func newServerConn(e *Endpoint, addr netip.AddrPort, version uint32, odcid, dcid, scid, retrySCID []byte, validated bool, first *datagram) (*Conn, error) {
 	cfg := e.config
 	return newConnWith(e, cfg, false, addr, func(c *Conn) {
 		c.version = version
@@ -198,6 +234,9 @@ func newServerConn(e *Endpoint, addr netip.AddrPort, version uint32, odcid, dcid
 		if retrySCID != nil {
 			c.retrySCID = append([]byte(nil), retrySCID...)
 			// RFC 9000 §8.1.2: a valid token validates the address.
+			c.addrValidated = true
+		}
+		if validated {
 			c.addrValidated = true
 		}
 	}, first)

@@ -727,3 +727,44 @@ func TestClientMigration(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestNewToken: a server that requires address validation sends a Retry
+// to a new client, then a NEW_TOKEN; the client's next connection carries
+// the token and skips the Retry round trip (RFC 9000 §8.1.3).
+func TestNewToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.RequireRetry = true
+		sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		go serveSized(t.Context(), sep)
+		store := NewTokenStore()
+		for i := 0; i < 2; i++ {
+			cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+			ccfg := testClientConfig(t, "hq-interop")
+			ccfg.TokenStore = store
+			start := time.Now()
+			c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			el := time.Since(start)
+			if err := fetch(t.Context(), c, 1000); err != nil {
+				t.Fatal(err)
+			}
+			info := c.ConnectionInfo()
+			c.Close(0, "")
+			cep.Close()
+			if i == 0 && (!info.Retried || el != 40*time.Millisecond) {
+				t.Errorf("first connection: retried %v, handshake %v; want a Retry and 40ms", info.Retried, el)
+			}
+			if i == 1 && (info.Retried || el != 20*time.Millisecond) {
+				t.Errorf("second connection: retried %v, handshake %v; want no Retry and 20ms", info.Retried, el)
+			}
+		}
+	})
+}

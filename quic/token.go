@@ -1,0 +1,71 @@
+package quic
+
+import (
+	"sync"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// A TokenStore keeps NEW_TOKEN tokens by server (RFC 9000 §8.1.3). Put
+// stores a token for key, Take returns one and forgets it: "A client MUST
+// NOT use the token provided in a NEW_TOKEN frame more than once" is a
+// SHOULD NOT on reuse (§8.1.3: "Tokens ... SHOULD NOT be reused"). It must
+// be safe for concurrent use.
+type TokenStore interface {
+	Put(key string, token []byte)
+	Take(key string) []byte
+}
+
+// NewTokenStore returns an in-memory TokenStore that keeps the last few
+// tokens of each server.
+func NewTokenStore() TokenStore { return &memTokenStore{m: make(map[string][][]byte)} }
+
+type memTokenStore struct {
+	mu sync.Mutex
+	m  map[string][][]byte
+}
+
+const tokensPerServer = 4
+
+func (s *memTokenStore) Put(key string, token []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := append(s.m[key], append([]byte(nil), token...))
+	if len(l) > tokensPerServer {
+		l = l[len(l)-tokensPerServer:]
+	}
+	s.m[key] = l
+}
+
+func (s *memTokenStore) Take(key string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.m[key]
+	if len(l) == 0 {
+		return nil
+	}
+	t := l[len(l)-1]
+	s.m[key] = l[:len(l)-1]
+	return t
+}
+
+// tokenKey names the server a token belongs to: its TLS server name and
+// address.
+func (c *Conn) tokenKey() string {
+	return c.config.TLSConfig.ServerName + "|" + c.peerAddr.String()
+}
+
+// sendNewToken gives the client a token for its next connection, once
+// the handshake is complete (RFC 9000 §8.1.3).
+func (c *Conn) sendNewToken(now time.Time) {
+	tok := c.ep.tokens.sealAddressToken(now, c.peerAddr.Addr())
+	c.probeRT.inject[appSpace] = append(c.probeRT.inject[appSpace], &wire.NewTokenFrame{Token: tok})
+}
+
+// onNewToken stores a token from the server.
+func (c *Conn) onNewToken(f *wire.NewTokenFrame) {
+	if c.config.TokenStore != nil && len(f.Token) > 0 {
+		c.config.TokenStore.Put(c.tokenKey(), f.Token)
+	}
+}
