@@ -8,10 +8,8 @@ import (
 )
 
 // A TokenStore keeps NEW_TOKEN tokens by server (RFC 9000 §8.1.3). Put
-// stores a token for key, Take returns one and forgets it: "A client MUST
-// NOT use the token provided in a NEW_TOKEN frame more than once" is a
-// SHOULD NOT on reuse (§8.1.3: "Tokens ... SHOULD NOT be reused"). It must
-// be safe for concurrent use.
+// stores a token for key; Take returns one and forgets it, since a client
+// "SHOULD NOT reuse a token" (§8.1.3). It must be safe for concurrent use.
 type TokenStore interface {
 	Put(key string, token []byte)
 	Take(key string) []byte
