@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -439,13 +440,13 @@ func TestDatagrams(t *testing.T) {
 // downloads size bytes from a server configured with scfg; setup runs on
 // the server's connection after a first small request.
 func clientPacketsFor(t *testing.T, scfg *Config, size int, setup func(sc *Conn)) int {
-	var sent int
+	var sent atomic.Int64
 	synctest.Test(t, func(t *testing.T) {
 		n := newMemNet(5 * time.Millisecond)
 		ccfg := testClientConfig(t, "hq-interop")
 		ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
 			if p.Space == SpaceApplication {
-				sent++
+				sent.Add(1)
 			}
 		}}
 		sep, cep, c, err := pair(t, n, scfg, ccfg)
@@ -460,13 +461,13 @@ func clientPacketsFor(t *testing.T, scfg *Config, size int, setup func(sc *Conn)
 		if setup != nil {
 			setup(serverConn(sep))
 		}
-		sent = 0
+		sent.Store(0)
 		if err := fetch(t.Context(), c, size); err != nil {
 			t.Fatal(err)
 		}
 		c.Close(0, "")
 	})
-	return sent
+	return int(sent.Load())
 }
 
 // serverConn returns the (single) connection of a server endpoint.
