@@ -25,9 +25,17 @@ import (
 type rawClient struct {
 	t     *T
 	trace *connTrace
-	conn  *net.UDPConn
-	local netip.AddrPort
+	conn  *net.UDPConn   // the socket of the current path
+	local netip.AddrPort // its local address
 	peer  netip.AddrPort
+
+	// paths are the tester's sockets towards the target: path 0 is the
+	// one the handshake used; migration scenarios add more. cur is the
+	// path the client sends on.
+	paths []*rawPath
+	cur   int
+	in    chan rawIn
+	done  chan struct{}
 
 	version     uint32
 	odcid, dcid []byte // original and current Destination Connection ID
@@ -51,6 +59,28 @@ type rawClient struct {
 
 	// NoAcks stops the automatic acknowledgments.
 	NoAcks bool
+	// Silent stops everything the client would send on its own: ACKs,
+	// its Finished, PATH_RESPONSE (a client that never completes address
+	// validation).
+	Silent bool
+	// RetryToken, when set, rewrites the token the client echoes after a
+	// Retry.
+	RetryToken func([]byte) []byte
+	// DropIn, when set, drops a received datagram before it is processed
+	// or acknowledged (simulated loss); path is the socket it came in on.
+	DropIn func(path int, d []byte) bool
+	// NoPathResponse, per path, stops the automatic PATH_RESPONSE.
+	NoPathResponse map[int]bool
+	// BeforeFinished, when set, runs once when the client's Finished is
+	// ready to leave; the handshake waits until it returns.
+	BeforeFinished func()
+	holdFinished   bool
+	// streams reassembles the server's stream data (rawfetch.go).
+	streams   map[uint64]*rawStream
+	nextBidi  uint64
+	h3Control bool
+	// sparesGiven is set once the client issued spare connection IDs.
+	sparesGiven bool
 	// FollowRetry makes the client answer a Retry (default true).
 	FollowRetry bool
 	// handshakeOpts and handshakeExtra shape the Handshake packet that
@@ -67,7 +97,6 @@ type rawClient struct {
 	tlsErr        error
 	peerClosed    bool
 	firstSent     time.Time
-	buf           []byte
 }
 
 // rawOptions shape a rawClient.
@@ -97,9 +126,11 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
 	}
 	t.cleanup(func() { uc.Close() })
-	rc := &rawClient{t: t, conn: uc, FollowRetry: true, buf: make([]byte, 65536)}
-	rc.local = uc.LocalAddr().(*net.UDPAddr).AddrPort()
+	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawIn, 1024), done: make(chan struct{})}
+	t.cleanup(func() { close(rc.done) })
 	rc.peer = ua.AddrPort()
+	rc.addPath(uc)
+	rc.conn, rc.local = uc, rc.paths[0].local
 	rc.trace = t.rec.newConn(o.Label)
 	rc.trace.setAddrs(rc.local, rc.peer)
 	rc.version = o.Version
@@ -318,6 +349,9 @@ type shortOpts struct {
 	PadTo        int
 	NoPad        bool // do not pad short payloads up to the sample size
 	Keys         *protect.Keys
+	// Path is the path the packet will leave on, for the evidence
+	// (default: the current one).
+	Path *int
 }
 
 // shortPacket builds and protects a 1-RTT packet.
@@ -359,7 +393,18 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 			rc.t.Errorf("header protection: %v", err)
 		}
 	}
-	rc.trace.record(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload)
+	m := pktMeta{path: rc.cur}
+	if o.Path != nil {
+		m.path = *o.Path
+	}
+	if m.path > 0 {
+		m.local = rc.paths[m.path].local
+	}
+	m.keyPhase = 0
+	if o.KeyPhase {
+		m.keyPhase = 1
+	}
+	rc.trace.recordMeta(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload, m)
 	return pkt, pn
 }
 
@@ -370,8 +415,13 @@ func appendFrames(b []byte, frames []wire.Frame) []byte {
 	return b
 }
 
-// send writes one datagram made of the given packets.
+// send writes one datagram made of the given packets on the current path.
 func (rc *rawClient) send(pkts ...[]byte) {
+	rc.sendOn(rc.cur, pkts...)
+}
+
+// sendOn writes one datagram made of the given packets on path i.
+func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
 	var d []byte
 	for _, p := range pkts {
 		d = append(d, p...)
@@ -379,8 +429,9 @@ func (rc *rawClient) send(pkts ...[]byte) {
 	if rc.firstSent.IsZero() {
 		rc.firstSent = time.Now()
 	}
-	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: rc.local, peer: rc.peer, b: d})
-	rc.conn.Write(d)
+	p := rc.paths[i]
+	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.local, peer: rc.peer, b: d})
+	p.write(d)
 }
 
 // sendClientHello sends the ClientHello in one Initial padded to pad bytes.
@@ -432,46 +483,42 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 // Receive processes incoming datagrams for up to d, or until stop returns
 // true; it answers with acknowledgments and TLS data as they are owed.
 func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() bool) {
-	deadline := time.Now().Add(d)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	for {
 		if stop != nil && stop() {
 			return
 		}
-		if ctx.Err() != nil || !time.Now().Before(deadline) {
+		select {
+		case in := <-rc.in:
+			if rc.DropIn != nil && rc.DropIn(in.path, in.b) {
+				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: in.b})
+				continue
+			}
+			rc.processDatagram(in)
+			rc.flush()
+		case <-timer.C:
+			return
+		case <-ctx.Done():
 			return
 		}
-		rc.conn.SetReadDeadline(deadline)
-		n, err := rc.conn.Read(rc.buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return
-			}
-			// ICMP errors (port unreachable) come back as read errors;
-			// keep waiting until the deadline, without spinning.
-			if !sleep(ctx, 10*time.Millisecond) {
-				return
-			}
-			continue
-		}
-		rc.processDatagram(append([]byte(nil), rc.buf[:n]...))
-		rc.flush()
 	}
 }
 
-func (rc *rawClient) processDatagram(d []byte) {
-	now := time.Now()
+func (rc *rawClient) processDatagram(in rawIn) {
+	now, d := in.at, in.b
 	if !rc.firstSent.IsZero() {
 		rc.t.noteRTT(now.Sub(rc.firstSent))
 	}
-	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.local, peer: rc.peer, b: d})
+	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: d})
+	meta := pktMeta{path: in.path, ecn: in.ecn}
+	if in.path > 0 {
+		meta.local = rc.paths[in.path].local
+	}
 	rest := d
 	for len(rest) > 0 {
 		if !wire.IsLongHeader(rest) {
-			rc.processShort(now, rest, len(d))
+			rc.processShort(now, rest, len(d), meta)
 			return
 		}
 		h, err := wire.ParseHeader(rest, len(rc.scid))
@@ -503,13 +550,14 @@ func (rc *rawClient) processDatagram(d []byte) {
 			rc.serverSCID = append([]byte(nil), h.SCID...)
 			rc.dcid = rc.serverSCID
 		}
-		p := rc.trace.record(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload)
-		p.firstByte = pkt[0]
+		m := meta
+		m.firstByte = pkt[0]
+		p := rc.trace.recordMeta(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload, m)
 		rc.onPacket(sp, pn, p)
 	}
 }
 
-func (rc *rawClient) processShort(now time.Time, b []byte, dsize int) {
+func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMeta) {
 	k := rc.open[2]
 	if k == nil || len(b) < 1+len(rc.scid)+4+protect.SampleSize {
 		if rc.trace.isStatelessReset(b) {
@@ -531,9 +579,9 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int) {
 		}
 		return
 	}
-	p := rc.trace.record(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload)
-	p.firstByte = pkt[0]
-	p.ev.KeyPhase = int(pkt[0]>>2) & 1
+	meta.firstByte = pkt[0]
+	meta.keyPhase = int(pkt[0]>>2) & 1
+	p := rc.trace.recordMeta(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload, meta)
 	rc.onPacket(2, pn, p)
 }
 
@@ -547,6 +595,9 @@ func (rc *rawClient) handleRetry(b []byte, p *packet) {
 	}
 	rc.retrySCID = append([]byte(nil), r.SCID...)
 	rc.token = append([]byte(nil), r.Token...)
+	if rc.RetryToken != nil {
+		rc.token = rc.RetryToken(rc.token)
+	}
 	rc.dcid = rc.retrySCID
 	rc.initialKeys(rc.dcid)
 	rc.t.Fact("retry.policy", "retry seen")
@@ -585,6 +636,16 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 			rc.confirmed = true
 		case *wire.ConnectionCloseFrame:
 			rc.peerClosed = true
+		case *wire.PathChallengeFrame:
+			// Catalogue §2.4: the tester answers PATH_CHALLENGE on the
+			// path where it arrived, in a 1200-byte datagram.
+			if rc.seal[2] != nil && !rc.NoPathResponse[p.path] && !rc.Silent {
+				path := p.path
+				pkt, _ := rc.shortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, shortOpts{PadTo: 1200, Path: &path})
+				rc.sendOn(path, pkt)
+			}
+		case *wire.StreamFrame:
+			rc.onStream(f)
 		}
 	}
 }
@@ -610,13 +671,24 @@ func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
 
 // flush sends owed acknowledgments and pending TLS data.
 func (rc *rawClient) flush() {
+	if rc.Silent {
+		return
+	}
+	if rc.BeforeFinished != nil && len(rc.cryptoQ[1]) > 0 && rc.seal[1] != nil && !rc.holdFinished {
+		f := rc.BeforeFinished
+		rc.BeforeFinished = nil
+		rc.holdFinished = true
+		f()
+		rc.holdFinished = false
+	}
 	var hs []byte
-	if rc.seal[1] != nil && (rc.ackOwed[1] || len(rc.cryptoQ[1]) > 0) && !rc.confirmed {
+	finished := len(rc.cryptoQ[1]) > 0 && !rc.holdFinished
+	if rc.seal[1] != nil && (rc.ackOwed[1] || finished) && !rc.confirmed {
 		var fr []wire.Frame
 		if rc.ackOwed[1] || len(rc.recvd[1]) > 0 {
 			fr = append(fr, rc.ackFrame(1))
 		}
-		if q := rc.cryptoQ[1]; len(q) > 0 {
+		if q := rc.cryptoQ[1]; finished {
 			fr = append(fr, &wire.CryptoFrame{Offset: rc.cryptoOff[1], Data: q})
 			rc.cryptoOff[1] += uint64(len(q))
 			rc.cryptoQ[1] = nil
@@ -647,6 +719,14 @@ func (rc *rawClient) flush() {
 func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
 	pkt, _ := rc.shortPacket(frames, o)
 	rc.send(pkt)
+	return rc.lastSent()
+}
+
+// Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
+func (rc *rawClient) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) *packet {
+	o.Path = &i
+	pkt, _ := rc.shortPacket(frames, o)
+	rc.sendOn(i, pkt)
 	return rc.lastSent()
 }
 

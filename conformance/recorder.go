@@ -34,6 +34,20 @@ type packet struct {
 	firstByte byte
 	// datagram is the size of the whole UDP datagram.
 	datagram int
+	// path is the raw client's socket the packet used (0 for the first).
+	path int
+	// ecn is the ECN codepoint of the datagram, when known.
+	ecn uint8
+}
+
+// pktMeta carries what the raw client knows about a packet beyond its
+// header and frames.
+type pktMeta struct {
+	path      int
+	ecn       uint8
+	firstByte byte
+	keyPhase  int
+	local     netip.AddrPort
 }
 
 // has reports whether the packet carries a frame of type ft.
@@ -194,9 +208,14 @@ func (c *connTrace) isStatelessReset(b []byte) bool {
 	return false
 }
 
-// packetRecord builds a packet from decrypted frames. payload is copied.
+// record builds a packet from decrypted frames. payload is copied.
 func (c *connTrace) record(sent bool, at time.Time, pt wire.PacketType, version uint32, space int, pn uint64, dcid, scid []byte, size, dgram int, payload []byte) *packet {
-	p := &packet{at: at, conn: c.id, sent: sent, space: space, pn: pn, datagram: dgram}
+	return c.recordMeta(sent, at, pt, version, space, pn, dcid, scid, size, dgram, payload, pktMeta{})
+}
+
+// recordMeta is record with the path, ECN mark and first byte.
+func (c *connTrace) recordMeta(sent bool, at time.Time, pt wire.PacketType, version uint32, space int, pn uint64, dcid, scid []byte, size, dgram int, payload []byte, m pktMeta) *packet {
+	p := &packet{at: at, conn: c.id, sent: sent, space: space, pn: pn, datagram: dgram, path: m.path, ecn: m.ecn, firstByte: m.firstByte}
 	p.dcid = append([]byte(nil), dcid...)
 	p.scid = append([]byte(nil), scid...)
 	p.ev = PacketEvent{
@@ -210,6 +229,11 @@ func (c *connTrace) record(sent bool, at time.Time, pt wire.PacketType, version 
 	}
 	if sent {
 		p.ev.Direction = "sent"
+	}
+	p.ev.KeyPhase = m.keyPhase
+	p.ev.ECN = ecnName(m.ecn)
+	if m.path > 0 || m.local.IsValid() {
+		p.ev.Path = fmt.Sprintf("path %d (%v)", m.path, m.local)
 	}
 	p.frames, p.ev.Frames = decodeFrames(payload)
 	for _, f := range p.frames {

@@ -125,6 +125,7 @@ type PacketEvent struct {
 	SCID       string        `json:"scid,omitempty"`
 	KeyPhase   int           `json:"key_phase,omitempty"`
 	ECN        string        `json:"ecn,omitempty"`
+	Path       string        `json:"path,omitempty"` // the tester's socket, when it uses more than one
 	Size       int           `json:"size"`
 	Frames     []string      `json:"frames,omitempty"` // one short textual rendering per frame
 }

@@ -302,6 +302,10 @@ func needsMet(p *Profile, sc *Scenario) (string, Verdict) {
 			if !p.HasALPN("h3") {
 				return fmt.Sprintf("The target does not speak h3 (it accepted %v).", p.ALPNs), Unsupported
 			}
+		case NeedLarge:
+			if p.Target.LargePath == "" {
+				return "The target profile names no large resource (give one of at least 1 MiB).", Unsupported
+			}
 		}
 	}
 	return "", ""

@@ -47,6 +47,8 @@ const (
 	NeedHQ  = "hq"
 	NeedH3  = "h3"
 	NeedV2  = "v2"
+	// NeedLarge is the profile's large resource (at least 1 MiB).
+	NeedLarge = "large"
 )
 
 var (
@@ -188,6 +190,28 @@ func rfc9001(section string, kw Keyword, quote string) Requirement {
 
 func rfc9114(section string, kw Keyword, quote string) Requirement {
 	return rfc("RFC 9114", section, kw, quote)
+}
+
+func rfc9002(section string, kw Keyword, quote string) Requirement {
+	return rfc("RFC 9002", section, kw, quote)
+}
+
+func rfc9221(section string, kw Keyword, quote string) Requirement {
+	return rfc("RFC 9221", section, kw, quote)
+}
+
+// ackFreq cites draft-ietf-quic-ack-frequency (catalogue §2.7: ACK-FREQ).
+func ackFreq(section string, kw Keyword, quote string) Requirement {
+	return rfc("ACK-FREQ", section, kw, quote)
+}
+
+// fromKnowledge cites RFC 9287 or RFC 9368, which the project does not
+// keep: the text is a paraphrase and the check reports observed until it
+// is verified against the published RFC (catalogue §2.7).
+func fromKnowledge(doc, section string, kw Keyword, paraphrase string) Requirement {
+	r := rfc(doc, section, kw, paraphrase)
+	r.FromKnowledge = true
+	return r
 }
 
 // The provoked-error pattern's own requirements (catalogue §2.5).

@@ -15,8 +15,12 @@ import (
 	"github.com/quiver-quic/quiver/quic"
 )
 
-// smallFile is the small resource every test server serves.
-const smallFile = "small.txt"
+// smallFile and largeFile are the small and large resources every test
+// server serves.
+const (
+	smallFile = "small.txt"
+	largeFile = "large.bin"
+)
 
 func writeRoot(t *testing.T) string {
 	root := t.TempDir()
@@ -25,6 +29,13 @@ func writeRoot(t *testing.T) string {
 		b[i] = byte('a' + i%26)
 	}
 	if err := os.WriteFile(filepath.Join(root, smallFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(root, largeFile), large, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return root
@@ -139,7 +150,7 @@ func verdictOf(rep *Report, id string) (Verdict, string) {
 
 func TestSuiteQuiver(t *testing.T) {
 	addr := startQuiver(t)
-	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile}, suitePatterns(), nil)
+	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, suitePatterns(), nil)
 	_ = rep
 }
 
@@ -237,7 +248,7 @@ func TestSuitePeers(t *testing.T) {
 				t.Skip("full suite against peers skipped in -short mode")
 			}
 			addr, revive := startPeer(t, tc.name, tc.alpn, tc.testCase)
-			rep := runSuite(t, Target{Name: tc.name, Address: addr, SmallPath: "/" + smallFile}, suitePatterns(), revive)
+			rep := runSuite(t, Target{Name: tc.name, Address: addr, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, suitePatterns(), revive)
 			tc.check(t, rep)
 		})
 	}

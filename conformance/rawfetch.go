@@ -1,0 +1,198 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// rawStream reassembles one stream of the server's data on the raw client.
+type rawStream struct {
+	data    []byte
+	pending map[uint64][]byte
+	fin     bool
+	final   uint64
+	reset   bool
+	// last is when new contiguous data last arrived.
+	last time.Time
+}
+
+// maxRawStream bounds what the raw client keeps of one stream, so that a
+// flooding target cannot exhaust memory.
+const maxRawStream = 64 << 20
+
+func (s *rawStream) add(off uint64, d []byte, fin bool) {
+	end := off + uint64(len(d))
+	if end > maxRawStream {
+		return
+	}
+	if fin {
+		s.fin, s.final = true, end
+	}
+	if s.pending == nil {
+		s.pending = map[uint64][]byte{}
+	}
+	if end <= uint64(len(s.data)) {
+		return
+	}
+	if off > uint64(len(s.data)) {
+		if old, ok := s.pending[off]; !ok || len(old) < len(d) {
+			s.pending[off] = append([]byte(nil), d...)
+		}
+		return
+	}
+	s.data = append(s.data, d[uint64(len(s.data))-off:]...)
+	s.last = time.Now()
+	for progress := true; progress; {
+		progress = false
+		for o, p := range s.pending {
+			if o > uint64(len(s.data)) {
+				continue
+			}
+			if e := o + uint64(len(p)); e > uint64(len(s.data)) {
+				s.data = append(s.data, p[uint64(len(s.data))-o:]...)
+			}
+			delete(s.pending, o)
+			progress = true
+		}
+	}
+}
+
+func (s *rawStream) complete() bool { return s.fin && uint64(len(s.data)) == s.final }
+
+func (rc *rawClient) onStream(f *wire.StreamFrame) {
+	if rc.streams == nil {
+		rc.streams = map[uint64]*rawStream{}
+	}
+	s := rc.streams[f.StreamID]
+	if s == nil {
+		s = &rawStream{}
+		rc.streams[f.StreamID] = s
+	}
+	s.add(f.Offset, f.Data, f.Fin)
+}
+
+// stream returns the reassembly of stream id (nil before any data).
+func (rc *rawClient) stream(id uint64) *rawStream { return rc.streams[id] }
+
+// rawRequest is a request the raw client sent.
+type rawRequest struct {
+	id    uint64
+	frame *wire.StreamFrame
+	alpn  string
+}
+
+// Request asks for path on the next client bidirectional stream, over the
+// connection's application protocol (hq-interop, or h3 with a control
+// stream and a static-table QPACK field section), and returns it.
+func (rc *rawClient) Request(path string) *rawRequest {
+	alpn := rc.alpn[0]
+	if rc.tls != nil {
+		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
+			alpn = st.NegotiatedProtocol
+		}
+	}
+	id := 4 * rc.nextBidi
+	rc.nextBidi++
+	var body []byte
+	if alpn == h3.ALPNH3 {
+		if !rc.h3Control {
+			rc.h3Control = true
+			ctl := append([]byte{0x00}, h3Frame(0x04, nil)...)
+			rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: 2, Data: ctl}}, shortOpts{})
+		}
+		body = h3Frame(0x01, rawFieldSection(rc.t.profile, path))
+	} else {
+		body = []byte("GET " + path + "\r\n")
+	}
+	f := &wire.StreamFrame{StreamID: id, Data: body, Fin: true}
+	rc.Send1RTT([]wire.Frame{f}, shortOpts{})
+	return &rawRequest{id: id, frame: f, alpn: alpn}
+}
+
+// rawFieldSection encodes a GET request's field section with QPACK's
+// static table and literals only.
+func rawFieldSection(p *Profile, path string) []byte {
+	host := p.sni()
+	if host == "" {
+		host = "localhost"
+	}
+	var buf bytes.Buffer
+	enc := qpack.NewEncoder(&buf)
+	for _, f := range []qpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+		{Name: ":authority", Value: host}, {Name: ":path", Value: path}} {
+		enc.WriteField(f)
+	}
+	return buf.Bytes()
+}
+
+// Body returns the response body of req so far: the stream's bytes for
+// hq-interop, the DATA frames' payloads for h3. done reports that the
+// whole response arrived.
+func (rc *rawClient) Body(req *rawRequest) (body []byte, done bool) {
+	s := rc.stream(req.id)
+	if s == nil {
+		return nil, false
+	}
+	if req.alpn != h3.ALPNH3 {
+		return s.data, s.complete()
+	}
+	b := s.data
+	for len(b) > 0 {
+		typ, n, err := wire.ConsumeVarint(b)
+		if err != nil {
+			break
+		}
+		l, m, err := wire.ConsumeVarint(b[n:])
+		if err != nil || uint64(len(b)) < uint64(n+m)+l {
+			break
+		}
+		if typ == 0x00 {
+			body = append(body, b[n+m:n+m+int(l)]...)
+		}
+		b = b[n+m+int(l):]
+	}
+	return body, s.complete()
+}
+
+// Fetch requests path and receives until the response is complete, d has
+// passed or the server closed; it resends the request when nothing at all
+// came back for a PTO (the raw client has no loss recovery).
+func (rc *rawClient) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
+	req := rc.Request(path)
+	return rc.Await(ctx, req, d)
+}
+
+// Await receives until req's response is complete, d has passed or the
+// server closed.
+func (rc *rawClient) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
+	deadline := time.Now().Add(d)
+	resent := false
+	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.peerClosed {
+		rc.Receive(ctx, min(time.Until(deadline), rc.t.PTO()), func() bool {
+			_, done := rc.Body(req)
+			return done || rc.peerClosed
+		})
+		if body, done := rc.Body(req); done {
+			return body, nil
+		}
+		if rc.stream(req.id) == nil && !resent {
+			resent = true
+			rc.Send1RTT([]wire.Frame{req.frame}, shortOpts{})
+		}
+	}
+	body, _ := rc.Body(req)
+	switch {
+	case rc.peerClosed:
+		return body, errors.New("the server closed the connection")
+	case ctx.Err() != nil:
+		return body, ctx.Err()
+	}
+	return body, fmt.Errorf("the response to %s was incomplete after %v (%d bytes)", req.frame.Data, d.Round(time.Millisecond), len(body))
+}
