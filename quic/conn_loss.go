@@ -204,6 +204,11 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 		c.requeueCrypto(sp)
 		if sp == appSpace {
 			c.requeueOutstanding(sp, res.Probes)
+			if c.havePeerTP && c.peerParams.tp.HasMinAckDelay && c.handshakeConfirmed {
+				// ack-frequency.md §6.6: PTO probes carry IMMEDIATE_ACK
+				// when the peer supports it, for a prompt answer.
+				c.ackFreq.immediateAck = true
+			}
 		}
 		c.qlogPTO(now, sp)
 	}
