@@ -77,10 +77,17 @@ func Reviver(servers ...*LocalServer) func(ctx context.Context, t conformance.Ta
 	}
 }
 
+// everyVersion are the server arguments that make a peer offer every QUIC
+// version it speaks. The adapters follow the interop runner's contract,
+// which pins v1 outside its v2 test case; the observatory wants to see
+// all an implementation can do.
+var everyVersion = map[string][]string{"quic-go": {"-versions", "v1,v2"}}
+
 // PeerStarter starts im's server as a process with o (whose Addr is
-// replaced by the address asked for). The process lives until stopped or
-// until ctx ends.
+// replaced by the address asked for), offering every QUIC version it
+// speaks. The process lives until stopped or until ctx ends.
 func PeerStarter(ctx context.Context, im peers.Impl, o peers.ServerOpts) StartFunc {
+	o.ExtraArgs = append(append([]string(nil), o.ExtraArgs...), everyVersion[im.Name]...)
 	return func(addr string) (string, func(), error) {
 		o.Addr = addr
 		p, err := im.StartServer(ctx, o)

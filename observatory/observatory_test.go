@@ -356,3 +356,36 @@ func TestTextOutput(t *testing.T) {
 		t.Errorf("Tally = %q", got)
 	}
 }
+
+// A local server restarts on the address it first bound, and the reviver
+// finds it by target name.
+func TestLocalServerRestart(t *testing.T) {
+	var addrs []string
+	stops := 0
+	start := func(addr string) (string, func(), error) {
+		if addr == "" {
+			addr = "127.0.0.1:4433" // as if a free port was picked
+		}
+		addrs = append(addrs, addr)
+		return addr, func() { stops++ }, nil
+	}
+	s, err := StartLocal(conformance.Target{Name: "x"}, "", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revive := Reviver(s)
+	if err := revive(context.Background(), conformance.Target{Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := revive(context.Background(), conformance.Target{Name: "y"}); err == nil {
+		t.Error("reviving a target that was not started here succeeded")
+	}
+	s.Stop()
+	s.Stop()
+	if !slices.Equal(addrs, []string{"127.0.0.1:4433", "127.0.0.1:4433"}) {
+		t.Errorf("started on %v, want the same address twice", addrs)
+	}
+	if stops != 2 || s.Target.Address != "127.0.0.1:4433" {
+		t.Errorf("%d stops, address %q; want 2 stops (restart, then one Stop) and the first address", stops, s.Target.Address)
+	}
+}
