@@ -379,7 +379,9 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		return c.streams.onMaxStreamData(f)
 	case *wire.MaxStreamsFrame:
 		return c.streams.onMaxStreams(f)
-	case *wire.DataBlockedFrame, *wire.StreamDataBlockedFrame, *wire.StreamsBlockedFrame:
+	case *wire.StreamDataBlockedFrame:
+		return c.streams.onStreamDataBlocked(f)
+	case *wire.DataBlockedFrame, *wire.StreamsBlockedFrame:
 		// Informational; our credit policy does not depend on them.
 	case *wire.DatagramFrame:
 		return c.onDatagram(now, f)

@@ -358,6 +358,26 @@ func (s *streamsState) onMaxStreamData(f *wire.MaxStreamDataFrame) error {
 	return nil
 }
 
+// onStreamDataBlocked checks a STREAM_DATA_BLOCKED frame. It carries no
+// action: our credit policy does not depend on it. A frame for a stream
+// the peer cannot send on is an error.
+func (s *streamsState) onStreamDataBlocked(f *wire.StreamDataBlockedFrame) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, err := s.streamForFrame(f.StreamID, streams.PartRecv, f.Type())
+	if err != nil || st == nil {
+		return err
+	}
+	if !st.canRecv {
+		// RFC 9000 §19.13: "An endpoint that receives a
+		// STREAM_DATA_BLOCKED frame for a send-only stream MUST terminate
+		// the connection with error STREAM_STATE_ERROR."
+		return localTransportError(wire.StreamStateError, uint64(f.Type()), "RFC 9000 §19.13: STREAM_DATA_BLOCKED for send-only stream %d", f.StreamID)
+	}
+	return nil
+}
+
 func (s *streamsState) onMaxStreams(f *wire.MaxStreamsFrame) error {
 	c := s.c
 	c.mu.Lock()

@@ -384,6 +384,9 @@ func TestPeerStreamErrors(t *testing.T) {
 		{"new-token-from-client", &wire.NewTokenFrame{Token: []byte{1}}, wire.ProtocolViolation},
 		// RFC 9000 §19.5: STOP_SENDING for a receive-only stream (client uni 2).
 		{"stop-sending-receive-only", &wire.StopSendingFrame{StreamID: 2}, wire.StreamStateError},
+		// RFC 9000 §19.13: STREAM_DATA_BLOCKED for a send-only stream
+		// (server-initiated uni 3, send-only at the server).
+		{"stream-data-blocked-send-only", &wire.StreamDataBlockedFrame{StreamID: 3, Limit: 10}, wire.StreamStateError},
 		// draft-ietf-quic-ack-frequency §4: Requested Max Ack Delay below
 		// our min_ack_delay (1 ms).
 		{"ack-frequency-below-min-ack-delay", &wire.AckFrequencyFrame{RequestedMaxAckDelay: 500}, wire.ProtocolViolation},
