@@ -107,6 +107,8 @@ type rawOptions struct {
 	ALPN       []string
 	TP         *wire.TransportParameters // default: the tester defaults (§2.4)
 	RawTP      []byte                    // overrides TP
+	LocalIP    netip.Addr                // the socket's local address (default: any)
+	Token      []byte                    // the Initial token (a NEW_TOKEN value)
 }
 
 func randomBytes(n int) []byte {
@@ -121,7 +123,11 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The target address %q does not resolve: %v.", t.profile.Target.Address, err))
 	}
-	uc, err := net.DialUDP("udp", nil, ua)
+	var laddr *net.UDPAddr
+	if o.LocalIP.IsValid() {
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(o.LocalIP, 0))
+	}
+	uc, err := net.DialUDP("udp", laddr, ua)
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
 	}
@@ -146,6 +152,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	if rc.scid == nil {
 		rc.scid = randomBytes(8)
 	}
+	rc.token = o.Token
 	rc.alpn = o.ALPN
 	if rc.alpn == nil {
 		rc.alpn = []string{t.alpn()}

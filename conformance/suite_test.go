@@ -59,13 +59,25 @@ type quiverServer struct {
 }
 
 func newQuiverServer(t *testing.T, addr string) *quiverServer {
+	return newQuiverServerConfig(t, addr, nil)
+}
+
+// newQuiverServerConfig is newQuiverServer with the engine configuration
+// edited by edit: a Retry-always server, or one misbehaving through probe
+// hooks so that scenarios can be seen to fail.
+func newQuiverServerConfig(t *testing.T, addr string, edit func(*quic.Config)) *quiverServer {
 	cert, _, err := peers.SelfSigned()
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := writeRoot(t)
-	ep, err := quic.Listen("udp", addr, &quic.Config{TLSConfig: &tls.Config{
-		Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop, h3.ALPNH3}}})
+	cfg := &quic.Config{TLSConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop, h3.ALPNH3}},
+		MaxDatagramFrameSize: quiverDatagramLimit}
+	if edit != nil {
+		edit(cfg)
+	}
+	ep, err := quic.Listen("udp", addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +94,8 @@ func newQuiverServer(t *testing.T, addr string) *quiverServer {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
+				s.wg.Add(1)
+				go func() { defer s.wg.Done(); echoDatagrams(ctx, c) }()
 				a := h3Adapter{c}
 				if c.ALPN() == h3.ALPNH3 {
 					srv := &h3.Server{Handler: h3.FileHandler(os.DirFS(root)), ShutdownGrace: 100 * time.Millisecond}
@@ -94,6 +108,23 @@ func newQuiverServer(t *testing.T, addr string) *quiverServer {
 		}
 	}()
 	return s
+}
+
+// quiverDatagramLimit is the max_datagram_frame_size of the in-process
+// Quiver server: small enough that one packet can exceed it
+// (dgram-too-large).
+const quiverDatagramLimit = 1000
+
+// echoDatagrams returns every DATAGRAM payload to its sender (the profile's
+// DATAGRAM echo, catalogue §2.1).
+func echoDatagrams(ctx context.Context, c *quic.Conn) {
+	for {
+		b, err := c.ReceiveDatagram(ctx)
+		if err != nil {
+			return
+		}
+		c.SendDatagram(b)
+	}
 }
 
 func (s *quiverServer) stop() {
