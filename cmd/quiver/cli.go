@@ -144,8 +144,12 @@ func printCommandUsage(w io.Writer, c *command) {
 			fmt.Fprintf(&b, " %s", name)
 		}
 		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(use, "\n", "\n    \t"))
-		if f.DefValue != "" && f.DefValue != "false" {
-			fmt.Fprintf(&b, " (default %q)", f.DefValue)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			if isStringFlag(f) {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %s)", f.DefValue)
+			}
 		}
 		b.WriteString("\n")
 	})
@@ -166,4 +170,15 @@ func printCommandUsage(w io.Writer, c *command) {
 func notBuilt(env *cmdEnv, what, issue string) error {
 	fmt.Fprintf(env.stderr, "quiver: %s is not built yet (it lands with %s).\n", what, issue)
 	return exitError{code: 3}
+}
+
+// isStringFlag reports whether f holds a string, whose default is quoted
+// in the help (numbers and durations are not).
+func isStringFlag(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return true
+	}
+	_, isString := g.Get().(string)
+	return isString
 }
