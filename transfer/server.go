@@ -44,6 +44,9 @@ type ServerConfig struct {
 	Logf func(format string, args ...any)
 	// Probe passes test hooks to the engine (conformance only).
 	Probe *quic.Probe
+	// Allow0RTT accepts 0-RTT data from clients resuming a session, and
+	// issues session tickets that allow it (quic.Config.Allow0RTT).
+	Allow0RTT bool
 }
 
 // Server serves files over QUIC until its context ends.
@@ -86,6 +89,7 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		TLSConfig:    &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: cfg.ALPN},
 		Versions:     cfg.Versions,
 		RequireRetry: cfg.Retry,
+		Allow0RTT:    cfg.Allow0RTT,
 		KeyLog:       cfg.KeyLog,
 		Probe:        cfg.Probe,
 		Tracer:       tracer(cfg.QlogDir, cfg.Logf),

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/keylog"
@@ -44,17 +45,22 @@ import (
 const ExitUnsupported = 127
 
 // The endpoint TESTCASE values each role supports, and why the others are
-// not: the engine has no session resumption or 0-RTT yet, no ECN on its
-// sockets, no preferred_address, no ACK_FREQUENCY, and no compatible
-// version negotiation (RFC 9368), which "v2" needs from a client, and a
-// client cannot start with a reserved version (versionnegotiation: the
-// engine's Dial refuses a version it has no Initial salt for);
-// crypto/tls cannot restrict a client's TLS 1.3 cipher suites (chacha20).
+// not: the engine has no preferred_address (connectionmigration: a server
+// would have to offer one, and the client follows none), no compatible
+// version negotiation (RFC 9368), which "v2" needs from a client, and
+// crypto/tls cannot restrict a client's TLS 1.3 cipher suites (chacha20);
+// ackfrequency is not declared, since the file server has no knob for the
+// engine's ACK frequency policy yet.
 var (
-	ServerCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "chacha20",
-		"keyupdate", "v2", "versionnegotiation"}
-	ClientCases = []string{"handshake", "transfer", "retry", "http3", "multiconnect", "keyupdate"}
+	ServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
+	ClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
+		"keyupdate", "ecn", "versionnegotiation"}
 )
+
+// greaseVersion is the reserved version (RFC 9000 §15: 0x?a?a?a?a) a
+// versionnegotiation client starts with, to provoke Version Negotiation.
+const greaseVersion = 0x1a2a3a4a
 
 // options are the endpoint's settings, from the environment and flags.
 type options struct {
@@ -147,6 +153,10 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 	cfg := transfer.ServerConfig{
 		Addr: o.listen, Root: o.root, Certificate: &c, QlogDir: o.qlog, Logf: logf,
 		Retry: o.retry || o.testcase == "retry",
+		// zerortt: session tickets allow early data, and 0-RTT is
+		// accepted. Every other test case issues tickets without it, so
+		// that resumption resumes without 0-RTT.
+		Allow0RTT: o.testcase == "zerortt",
 		// Only v2 accepts a client that starts in v2; everywhere else the
 		// contract pins v1 (§2.6).
 		Versions: []uint32{quic.Version1},
@@ -210,11 +220,20 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 		tc.RootCAs, tc.InsecureSkipVerify = pool, false
 	}
 	cfg := &quic.Config{TLSConfig: tc, Versions: []uint32{quic.Version1}}
+	var tickets *ticketCache
 	switch o.testcase {
 	case "transfer":
 		// The test asks for flow-control windows small enough that the
 		// server needs MAX_DATA and MAX_STREAM_DATA (§5.2).
 		cfg.InitialMaxData, cfg.InitialMaxStreamData = 1<<20, 512<<10
+	case "versionnegotiation":
+		// Start with a reserved version; the server's Version
+		// Negotiation packet makes the engine restart in v1 (§5.23).
+		cfg.Versions = []uint32{greaseVersion, quic.Version1}
+	case "resumption", "zerortt":
+		tickets = newTicketCache()
+		tc.ClientSessionCache = tickets
+		cfg.Allow0RTT = o.testcase == "zerortt"
 	}
 	kl, err := openKeyLog(o.keylog)
 	if err != nil {
@@ -238,26 +257,47 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 		return err
 	}
 	c := &client{o: o, logf: logf, cfg: cfg}
+	if tickets != nil {
+		// resumption and zerortt: the first request on a first
+		// connection, then, once it has left a session ticket, the others
+		// on a second connection that resumes the session (§5.7, §5.8);
+		// zerortt sends them in 0-RTT.
+		if len(o.urls) < 2 {
+			return fmt.Errorf("%s needs at least two URLs", o.testcase)
+		}
+		if err := c.fetch(ctx, o.urls[:1], false); err != nil {
+			return err
+		}
+		if err := tickets.wait(ctx, ticketWait); err != nil {
+			return err
+		}
+		return c.fetch(ctx, o.urls[1:], o.testcase == "zerortt")
+	}
 	if o.testcase == "multiconnect" {
 		// One connection per request, one after the other (§5.14).
 		for _, raw := range o.urls {
-			if err := c.fetch(ctx, []string{raw}); err != nil {
+			if err := c.fetch(ctx, []string{raw}, false); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return c.fetch(ctx, o.urls)
+	return c.fetch(ctx, o.urls, false)
 }
 
-// fetch downloads urls over one connection, concurrently.
-func (c *client) fetch(ctx context.Context, urls []string) error {
+// fetch downloads urls over one connection, concurrently; early dials
+// with DialEarly, so that the requests can travel in 0-RTT.
+func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 	u, _ := url.Parse(urls[0])
 	host := u.Host
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "443")
 	}
-	conn, err := quic.Dial(ctx, "udp", host, c.cfg)
+	dial := quic.Dial
+	if early {
+		dial = quic.DialEarly
+	}
+	conn, err := dial(ctx, "udp", host, c.cfg)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", host, err)
 	}
@@ -363,4 +403,41 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.fn(n)
 	return n, err
+}
+
+// ticketWait bounds how long the client waits, after its first
+// connection, for the session ticket that the second one resumes.
+const ticketWait = 5 * time.Second
+
+// ticketCache is a client session cache that tells when it holds a
+// ticket.
+type ticketCache struct {
+	tls.ClientSessionCache
+	got  chan struct{}
+	once sync.Once
+}
+
+func newTicketCache() *ticketCache {
+	return &ticketCache{ClientSessionCache: tls.NewLRUClientSessionCache(8), got: make(chan struct{})}
+}
+
+func (t *ticketCache) Put(key string, cs *tls.ClientSessionState) {
+	t.ClientSessionCache.Put(key, cs)
+	if cs != nil {
+		t.once.Do(func() { close(t.got) })
+	}
+}
+
+// wait returns once a ticket has arrived, or an error after d.
+func (t *ticketCache) wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.got:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("no session ticket within %v of the first connection", d)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
