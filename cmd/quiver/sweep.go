@@ -46,7 +46,7 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 			all = append(all, v)
 		}
 	}
-	slices.SortFunc(all, sweep.CompareVersions)
+	slices.SortFunc(all, observatory.CompareVersions)
 	versions, err := sweep.Choose(all, listed, o.since)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

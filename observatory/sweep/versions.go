@@ -15,8 +15,9 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/quiver-quic/quiver/observatory"
 )
 
 // ListVersions returns the released versions of a Go module, oldest first,
@@ -36,7 +37,7 @@ func ListVersions(ctx context.Context, module string) ([]string, error) {
 		return nil, fmt.Errorf("the module proxy lists no released version of %s", module)
 	}
 	vs := f[1:]
-	slices.SortFunc(vs, CompareVersions)
+	slices.SortFunc(vs, observatory.CompareVersions)
 	return vs, nil
 }
 
@@ -67,15 +68,15 @@ func Choose(all, listed []string, since string) ([]string, error) {
 				out = append(out, v)
 			}
 		}
-		slices.SortFunc(out, CompareVersions)
+		slices.SortFunc(out, observatory.CompareVersions)
 		return out, nil
 	case since != "":
-		if _, ok := parseVersion(since); !ok {
+		if !observatory.IsVersion(since) {
 			return nil, fmt.Errorf("since %q is not a version like v0.40.0", since)
 		}
 		var out []string
 		for _, v := range all {
-			if CompareVersions(v, since) >= 0 {
+			if observatory.CompareVersions(v, since) >= 0 {
 				out = append(out, v)
 			}
 		}
@@ -85,65 +86,4 @@ func Choose(all, listed []string, since string) ([]string, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("give the versions to sweep, or a version to sweep since")
-}
-
-// semver is a parsed vMAJOR.MINOR.PATCH[-PRE].
-type semver struct {
-	n   [3]int
-	pre string
-}
-
-func parseVersion(v string) (semver, bool) {
-	var s semver
-	rest, ok := strings.CutPrefix(v, "v")
-	if !ok {
-		return s, false
-	}
-	rest, s.pre, _ = strings.Cut(rest, "-")
-	rest, _, _ = strings.Cut(rest, "+")
-	parts := strings.Split(rest, ".")
-	if len(parts) != 3 {
-		return s, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return s, false
-		}
-		s.n[i] = n
-	}
-	return s, true
-}
-
-// CompareVersions orders semantic versions by release: v0.9.0 < v0.10.0,
-// and a pre-release before its release. Strings that are not versions
-// sort after every version, by text.
-func CompareVersions(a, b string) int {
-	x, okA := parseVersion(a)
-	y, okB := parseVersion(b)
-	switch {
-	case !okA && !okB:
-		return strings.Compare(a, b)
-	case !okA:
-		return 1
-	case !okB:
-		return -1
-	}
-	for i := range x.n {
-		if c := x.n[i] - y.n[i]; c != 0 {
-			if c < 0 {
-				return -1
-			}
-			return 1
-		}
-	}
-	switch {
-	case x.pre == y.pre:
-		return 0
-	case x.pre == "":
-		return 1
-	case y.pre == "":
-		return -1
-	}
-	return strings.Compare(x.pre, y.pre)
 }

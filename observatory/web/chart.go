@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -150,6 +151,11 @@ func (a *App) adoption(r *http.Request) (page, error) {
 		latest[[3]string{name, v, c.Scenario}] = c
 	}
 	for _, iv := range impls {
+		// Versions go in release order when they are all semantic
+		// versions, whatever order they were measured in.
+		if !slices.ContainsFunc(iv.Versions, func(v string) bool { return !observatory.IsVersion(v) }) {
+			slices.SortFunc(iv.Versions, observatory.CompareVersions)
+		}
 		ss := implScen[iv.Name]
 		slices.Sort(ss)
 		for _, s := range ss {

@@ -241,3 +241,35 @@ func TestArtifactsStayInTheirFolder(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func urlq(s string) string { return url.QueryEscape(s) }
+
+// The adoption table puts released versions in release order, even when
+// an older release was measured after a newer one.
+func TestAdoptionReleaseOrder(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, version := range []string{"v0.10.0", "v0.9.1"} {
+		run, err := st.CreateRun(ctx, store.NewRun{Campaign: "sweep", ToolVersion: "test", Started: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := observatory.RecordOf(run.ID, "test", conformance.Target{Name: "x releases", Address: "127.0.0.1:1", Implementation: "x", Version: version},
+			conformance.Result{Scenario: "hs-basic", Verdict: conformance.Pass}, "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AddResult(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := newServer(t, &fixture{st: st, artifacts: t.TempDir()})
+	defer http.DefaultClient.CloseIdleConnections()
+	_, body := get(t, srv.URL+"/adoption")
+	older, newer := strings.Index(body, "v0.9.1"), strings.Index(body, "v0.10.0")
+	if older < 0 || newer < 0 || older > newer {
+		t.Errorf("v0.9.1 at %d, v0.10.0 at %d in the adoption page; want both, the older first", older, newer)
+	}
+}
