@@ -2,6 +2,7 @@ package peers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -64,6 +65,7 @@ type pairCase struct {
 	server, client string
 	alpn           string
 	retry          bool
+	big            int // size of the big file; default 1 MiB
 }
 
 // TestPairs proves that the peers interoperate with each other: each
@@ -90,11 +92,17 @@ func TestPairs(t *testing.T) {
 		{server: "quic-go", client: "quiver", alpn: ALPNH3, retry: true},
 		{server: "go-x-net", client: "quiver", alpn: ALPNHQ},
 		{server: "ngtcp2", client: "quiver", alpn: ALPNH3},
+		// 100 MB byte-exact between Quiver and quic-go, both ways.
+		{server: "quiver", client: "quic-go", alpn: ALPNHQ, big: 100 << 20},
+		{server: "quic-go", client: "quiver", alpn: ALPNH3, big: 100 << 20},
 	}
 	for _, pc := range pairs {
 		name := fmt.Sprintf("%s<-%s/%s", pc.server, pc.client, pc.alpn)
 		if pc.retry {
 			name += "/retry"
+		}
+		if pc.big > 0 {
+			name += fmt.Sprintf("/%dMB", pc.big>>20)
 		}
 		t.Run(name, func(t *testing.T) { testPair(t, pc) })
 	}
@@ -118,7 +126,7 @@ func testPair(t *testing.T, pc pairCase) {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{
-		"big":   randomFile(t, www, "big", 1<<20),
+		"big":   randomFile(t, www, "big", cmp.Or(pc.big, 1<<20)),
 		"small": randomFile(t, www, "small", 10<<10),
 	}
 
