@@ -107,7 +107,8 @@ type Worker struct {
 	// worker as dead and gives the job to another (default
 	// DefaultRescueAfter; it must exceed JobTimeout).
 	RescueAfter time.Duration
-	// Done, when set, is called after each job stored its result.
+	// Done, when set, is called after each job stored its result (and
+	// finished the run, when it stored the last one).
 	Done func(rec store.Record)
 	// Logger receives River's own messages (default: warnings and errors
 	// on standard error).
@@ -156,16 +157,18 @@ func (sw *scenarioWorker) Work(ctx context.Context, job *river.Job[JobArgs]) err
 	if err != nil {
 		return err
 	}
-	if sw.w.Done != nil {
-		sw.w.Done(rec)
-	}
 	// The worker that stores the last result finishes the run.
 	cells, err := r.Store.Cells(ctx, store.Filter{RunID: job.Args.RunID})
 	if err != nil {
 		return err
 	}
 	if len(cells) >= job.Args.Total {
-		return r.Store.FinishRun(ctx, job.Args.RunID, time.Now())
+		if err := r.Store.FinishRun(ctx, job.Args.RunID, time.Now()); err != nil {
+			return err
+		}
+	}
+	if sw.w.Done != nil {
+		sw.w.Done(rec)
 	}
 	return nil
 }
