@@ -51,6 +51,12 @@ type connState struct {
 	gotPeerPacket bool
 	gotRetry      bool
 	gotVN         bool
+	// origVersion is the version of the client's first Initial of this
+	// attempt; version differs from it after compatible version
+	// negotiation (RFC 9368). origInitialRead (server) opens the client's
+	// Initials still sent in origVersion.
+	origVersion     uint32
+	origInitialRead *protect.Keys
 	cids          cidState
 
 	peerParams   transportParams
@@ -81,7 +87,6 @@ type connState struct {
 	ackFreq   ackFreqState
 	ecn       ecnState
 	keyUpdate keyUpdateState
-	gso       gsoBatch
 }
 
 // connStats counts events for tests and debugging.

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // An Endpoint is a UDP socket that carries QUIC connections, as a server
@@ -38,6 +37,7 @@ type Endpoint struct {
 	readDone  chan struct{}
 	tokens    *tokenProtector
 	noGSO     atomic.Bool // GSO failed once: send datagrams one by one
+	sock      *sockIO     // the fast path, when udp gives raw access
 	tlsOnce   sync.Once
 	tlsConf   *tls.Config
 	resetSalt [32]byte
@@ -70,7 +70,7 @@ func Listen(network, addr string, cfg *Config) (*Endpoint, error) {
 	if cfg == nil || cfg.TLSConfig == nil {
 		return nil, errors.New("quic: Listen needs a Config with a TLSConfig")
 	}
-	pc, err := listenUDP(network, addr)
+	pc, err := listenUDP(network, addr, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func NewEndpoint(pc net.PacketConn, cfg *Config) (*Endpoint, error) {
 	return newEndpoint(pc, cfg, server)
 }
 
-func listenUDP(network, addr string) (*net.UDPConn, error) {
+func listenUDP(network, addr string, cfg *Config) (*net.UDPConn, error) {
 	ua, err := net.ResolveUDPAddr(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("quic: resolve %s: %w", addr, err)
@@ -95,28 +95,11 @@ func listenUDP(network, addr string) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quic: listen %s: %w", addr, err)
 	}
-	setSocketBuffers(c)
-	return c, nil
-}
-
-// socketBufferSize is the send and receive buffer size asked of the
-// kernel. Large buffers absorb bursts at high rates.
-const socketBufferSize = 8 << 20
-
-// setSocketBuffers enlarges the socket buffers, with the FORCE options
-// when allowed (root), else as far as net.core.[rw]mem_max lets us.
-func setSocketBuffers(c *net.UDPConn) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return
+	if cfg == nil {
+		cfg = &Config{}
 	}
-	rc.Control(func(fd uintptr) {
-		for _, o := range [][2]int{{syscall.SO_RCVBUFFORCE, syscall.SO_RCVBUF}, {syscall.SO_SNDBUFFORCE, syscall.SO_SNDBUF}} {
-			if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[0], socketBufferSize) != nil {
-				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, o[1], socketBufferSize)
-			}
-		}
-	})
+	setSocketBuffers(c, cfg.socketBuffer())
+	return c, nil
 }
 
 func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error) {
@@ -139,13 +122,18 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 	e.udp, _ = pc.(*net.UDPConn)
 	if e.udp != nil {
 		enableECNReceive(e.udp)
+		e.sock = newSockIO(e.udp, cfg)
 	}
 	var err error
 	if e.tokens, err = newTokenProtector(); err != nil {
 		return nil, err
 	}
 	rand.Read(e.resetSalt[:])
-	go e.readLoop()
+	if e.sock != nil {
+		go e.readLoopRaw()
+	} else {
+		go e.readLoop()
+	}
 	return e, nil
 }
 
@@ -208,7 +196,7 @@ func dialNew(ctx context.Context, network, addr string, cfg *Config, early bool)
 	if network == "udp4" {
 		laddr = "0.0.0.0:0"
 	}
-	pc, err := listenUDP(network, laddr)
+	pc, err := listenUDP(network, laddr, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package quic
 
 import (
 	"encoding/binary"
-	"errors"
-	"net/netip"
 	"syscall"
 )
 
@@ -44,78 +42,4 @@ func appendCmsg(oob []byte, level, typ int32, v uint32, size int) []byte {
 func appendECNCmsgs(oob []byte, ecn uint8) []byte {
 	oob = appendCmsg(oob, syscall.IPPROTO_IP, ipTOS, uint32(ecn), 4)
 	return appendCmsg(oob, syscall.IPPROTO_IPV6, ipv6TClass, uint32(ecn), 4)
-}
-
-// gsoBatch accumulates datagrams for one GSO send.
-type gsoBatch struct {
-	buf   []byte
-	seg   int // segment size: the size of the first datagram
-	count int
-	short bool // the last datagram is shorter than seg: the batch is closed
-	oob   [sendOOBLen]byte
-	ecn   uint8 // ECN codepoint of every datagram in the batch
-}
-
-// add appends d to the batch if it fits the GSO rules; false means the
-// caller must flush first.
-func (g *gsoBatch) add(d []byte, ecn uint8) bool {
-	if g.count > 0 && ecn != g.ecn {
-		return false
-	}
-	g.ecn = ecn
-	if g.count == 0 {
-		g.buf = append(g.buf[:0], d...)
-		g.seg = len(d)
-		g.count = 1
-		g.short = false
-		return true
-	}
-	if g.short || len(d) > g.seg || g.count == maxGSOSegments {
-		return false
-	}
-	g.buf = append(g.buf, d...)
-	g.count++
-	if len(d) < g.seg {
-		g.short = true
-	}
-	return true
-}
-
-// flush sends the batch.
-func (c *Conn) flushGSO() {
-	g := &c.gso
-	if g.count == 0 {
-		return
-	}
-	defer func() { g.count = 0 }()
-	if g.count == 1 {
-		c.ep.writeECN(g.buf, c.peerAddr, g.ecn, g.oob[:0])
-		return
-	}
-	if err := c.ep.writeSegments(g.buf, g.seg, c.peerAddr, g.ecn, g.oob[:0]); err != nil {
-		// The kernel or the socket does not do GSO: send one by one from
-		// now on.
-		c.ep.noGSO.Store(true)
-		for b := g.buf; len(b) > 0; {
-			n := min(g.seg, len(b))
-			c.ep.writeECN(b[:n], c.peerAddr, g.ecn, g.oob[:0])
-			b = b[n:]
-		}
-	}
-}
-
-// writeSegments sends b as datagrams of seg bytes with UDP_SEGMENT.
-func (e *Endpoint) writeSegments(b []byte, seg int, addr netip.AddrPort, ecn uint8, oob []byte) error {
-	if e.udp == nil {
-		return errors.New("quic: GSO needs a UDP socket")
-	}
-	oob = appendCmsg(oob, solUDP, udpSegment, uint32(seg), 2)
-	if ecn != 0 {
-		oob = appendECNCmsgs(oob, ecn)
-	}
-	_, _, err := e.udp.WriteMsgUDPAddrPort(b, oob, addr)
-	if errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOPROTOOPT) {
-		return err
-	}
-	return nil
 }
