@@ -106,6 +106,7 @@ func TestTrackCommands(t *testing.T) {
 		{"track", "show", "--db", db, "x"},
 		{"track", "diff", "--db", db, "1"},
 		{"track", "sweep", "--db", db},
+		{"track", "run", "--queue", "--db", db, v1},
 		{"track", "sweep", "--db", db, "--impl", "msquic", "--since", "v1.0.0"},
 		{"track", "sweep", "--db", db, "--impl", "quic-go"},
 		{"track", "sweep", "--db", db, "--impl", "quic-go", "--since", "v0.40.0", "--versions", "v0.41.0"},
