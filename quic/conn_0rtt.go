@@ -97,7 +97,9 @@ func (c *Conn) onStoreSession(s *tls.SessionState) {
 // installEarlyKeys installs the 0-RTT keys: the client writes with them,
 // the server reads.
 func (c *Conn) installEarlyKeys(now time.Time, suite uint16, secret []byte, write bool) error {
-	k, err := protect.NewKeys(c.version, suite, secret)
+	// 0-RTT is sent in the client's original version, even when the
+	// server then moves to another one (RFC 9368 §2.3).
+	k, err := protect.NewKeys(c.origVersion, suite, secret)
 	if err != nil {
 		return &TransportError{Code: wire.InternalError, Reason: err.Error()}
 	}

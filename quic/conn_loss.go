@@ -330,6 +330,9 @@ func (c *Conn) discardSpace(now time.Time, id spaceID) {
 	}
 	sp.discarded = true
 	sp.readKeys, sp.writeKeys = nil, nil
+	if id == initialSpace {
+		c.origInitialRead = nil
+	}
 	for _, p := range c.loss.ld.OnPacketNumberSpaceDiscarded(recovery.Space(id), now) {
 		c.loss.logs[id].take(uint64(p.PacketNumber), func(*sentFrame) {})
 	}

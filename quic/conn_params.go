@@ -50,6 +50,7 @@ func (c *Conn) localTransportParams() []byte {
 		p.HasMaxDatagramFrameSize = true
 		p.MaxDatagramFrameSize = cfg.MaxDatagramFrameSize
 	}
+	c.localVersionInformation(&p)
 	p.HasInitialSourceConnectionID = true
 	p.InitialSourceConnectionID = c.localCID
 	// A client never migrates; a server follows a client that does.
@@ -82,6 +83,9 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 		return localTransportError(wire.TransportParameterError, 0, "%v", err)
 	}
 	if err := c.validateCIDParams(p); err != nil {
+		return err
+	}
+	if err := c.handlePeerVersionInformation(p); err != nil {
 		return err
 	}
 	if p.HasMaxDatagramFrameSize {

@@ -127,8 +127,19 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 			return h.PacketLen // RFC 9000 §17.2.3: only clients send 0-RTT.
 		}
 	}
+	// Initial packets in the original version still reach a server that
+	// moved to another compatible version (RFC 9368 §2.3); a client
+	// follows a server that did.
+	origInitial := false
 	if h.Long && uint32(h.Version) != c.version {
-		return h.PacketLen
+		switch {
+		case !c.isClient && h.Type == wire.PacketTypeInitial && uint32(h.Version) == c.origVersion && c.origInitialRead != nil:
+			origInitial = true
+		case !c.isClient && h.Type == wire.PacketType0RTT && uint32(h.Version) == c.origVersion:
+		case c.clientFollowVersion(b[:h.PacketLen], &h):
+		default:
+			return h.PacketLen
+		}
 	}
 	var space spaceID
 	switch h.Type {
@@ -153,6 +164,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		}
 	} else if space == appSpace {
 		hp = c.appKeys.ReadHeader()
+	} else if origInitial {
+		hp = c.origInitialRead.HeaderProtector()
 	} else if sp.readKeys != nil {
 		hp = sp.readKeys.HeaderProtector()
 	}
@@ -187,6 +200,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		if err == nil && updated {
 			c.qlogKeyUpdated(now, 0, true, "remote_update")
 		}
+	} else if origInitial {
+		payload, err = c.origInitialRead.OpenPacket(pkt, hdrLen, pn)
 	} else {
 		payload, err = sp.readKeys.OpenPacket(pkt, hdrLen, pn)
 	}

@@ -30,6 +30,7 @@ func (c *Conn) startTLS(now time.Time) error {
 		c.tls = tls.QUICServer(qc)
 	}
 	if c.isClient {
+		c.origVersion = c.version
 		c.tls.SetTransportParameters(c.localTransportParams())
 	}
 	if err := c.tls.Start(context.Background()); err != nil {

@@ -226,6 +226,7 @@ func newServerConn(e *Endpoint, addr netip.AddrPort, version uint32, odcid, dcid
 	cfg := e.config
 	return newConnWith(e, cfg, false, addr, func(c *Conn) {
 		c.version = version
+		c.origVersion = version
 		c.origDCID = append([]byte(nil), odcid...)
 		c.initialDCID = append([]byte(nil), dcid...)
 		c.peerCID = append([]byte(nil), scid...)

@@ -769,3 +769,86 @@ func TestNewToken(t *testing.T) {
 		}
 	})
 }
+
+// TestCompatibleVersionNegotiation: a client that starts in v1 and
+// offers [v1, v2] in version_information is moved to v2 by a server that
+// prefers v2 (RFC 9368 §2.3, RFC 9369 §4).
+func TestCompatibleVersionNegotiation(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		server, client []uint32
+		want           uint32
+	}{
+		{"upgrade", []uint32{Version2, Version1}, []uint32{Version1, Version2}, Version2},
+		{"server-prefers-v1", []uint32{Version1, Version2}, []uint32{Version1, Version2}, Version1},
+		{"client-v1-only", []uint32{Version2, Version1}, []uint32{Version1}, Version1},
+		{"client-starts-v2", []uint32{Version1, Version2}, []uint32{Version2, Version1}, Version1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(5 * time.Millisecond)
+				scfg := testServerConfig(t, "hq-interop")
+				scfg.Versions = tc.server
+				ccfg := testClientConfig(t, "hq-interop")
+				ccfg.Versions = tc.client
+				sep, cep, c, err := pair(t, n, scfg, ccfg)
+				defer sep.Close()
+				defer cep.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fetch(t.Context(), c, 100000); err != nil {
+					t.Fatal(err)
+				}
+				if info := c.ConnectionInfo(); info.Version != tc.want || info.VersionNegotiated {
+					t.Errorf("client connection info %+v, want version %#x", info, tc.want)
+				}
+				if info := serverConn(sep).ConnectionInfo(); info.Version != tc.want {
+					t.Errorf("server connection info %+v, want version %#x", info, tc.want)
+				}
+				c.Close(0, "")
+			})
+		})
+	}
+}
+
+// TestVersionInformationValidated: a Chosen Version other than the
+// version in use closes the connection with VERSION_NEGOTIATION_ERROR
+// (RFC 9368 §4), at the server and at the client.
+func TestVersionInformationValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client bool // the client lies (else the server)
+	}{{"client-lies", true}, {"server-lies", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(5 * time.Millisecond)
+				scfg := testServerConfig(t, "hq-interop")
+				ccfg := testClientConfig(t, "hq-interop")
+				lie := &Probe{TransportParameters: func(p *wire.TransportParameters) {
+					if !p.HasVersionInformation {
+						t.Error("no version_information sent")
+					}
+					p.VersionInformation.Chosen = wire.Version(Version2)
+				}}
+				if tc.client {
+					ccfg.Probe = lie
+				} else {
+					scfg.Probe = lie
+				}
+				sep, cep, c, err := pair(t, n, scfg, ccfg)
+				defer sep.Close()
+				defer cep.Close()
+				if err == nil {
+					// The client's handshake may complete before the
+					// server reads its parameters; the close follows.
+					_, err = c.AcceptStream(t.Context())
+				}
+				var te *TransportError
+				if !errors.As(err, &te) || te.Code != wire.VersionNegotiationError || te.Remote != tc.client {
+					t.Fatalf("err = %v, want VERSION_NEGOTIATION_ERROR (remote %v)", err, tc.client)
+				}
+			})
+		})
+	}
+}
