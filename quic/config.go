@@ -131,6 +131,28 @@ type Config struct {
 	// still reads and reports the marks it receives.
 	DisableECN bool
 
+	// The fast-path switches below are endpoint settings (Listen,
+	// NewEndpoint and the package-level Dial take them from their Config);
+	// the zero value turns every offload on. They exist so that benchmarks
+	// can sweep each one.
+
+	// DisableGSO stops the engine from sending a run of equal-size
+	// datagrams in one system call with UDP generic segmentation offload
+	// (UDP_SEGMENT). Each datagram then travels in its own message.
+	DisableGSO bool
+	// DisableGRO stops the engine from asking the kernel to coalesce
+	// received datagrams (UDP_GRO), so that each read returns one datagram.
+	DisableGRO bool
+	// DisableBatching makes the endpoint read with one recvmsg per
+	// datagram (or GRO batch) and write with one sendmsg per GSO run,
+	// instead of recvmmsg and sendmmsg over several messages.
+	DisableBatching bool
+	// SocketBuffer is the send and receive buffer size asked of the kernel
+	// for the sockets that Listen and Dial open. Default 8 MiB; a negative
+	// value keeps the kernel's default. As root the size is forced
+	// (SO_RCVBUFFORCE, SO_SNDBUFFORCE) past net.core.[rw]mem_max.
+	SocketBuffer int
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }
@@ -144,6 +166,9 @@ const (
 	defaultMaxAckDelay          = 25 * time.Millisecond
 	defaultActiveCIDLimit       = 4
 	defaultMaxUDPPayloadSize    = 1452
+	// defaultSocketBuffer is the socket buffer size Listen and Dial ask
+	// for: large buffers absorb bursts at high rates.
+	defaultSocketBuffer = 8 << 20
 
 	// maxDatagramSize is the size of the datagrams the engine sends. RFC
 	// 9000 §14: every path supports at least 1200 bytes; DPLPMTUD would
@@ -238,6 +263,17 @@ func (c *Config) congestion() CongestionControl {
 		return Cubic
 	}
 	return c.Congestion
+}
+
+// socketBuffer is the socket buffer size to ask for, 0 for none.
+func (c *Config) socketBuffer() int {
+	switch {
+	case c.SocketBuffer < 0:
+		return 0
+	case c.SocketBuffer == 0:
+		return defaultSocketBuffer
+	}
+	return c.SocketBuffer
 }
 
 func (c *Config) connIDLen() int {

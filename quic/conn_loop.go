@@ -57,7 +57,7 @@ type connState struct {
 	// Initials still sent in origVersion.
 	origVersion     uint32
 	origInitialRead *protect.Keys
-	cids            cidState
+	cids          cidState
 
 	peerParams   transportParams
 	havePeerTP   bool
@@ -87,7 +87,6 @@ type connState struct {
 	ackFreq   ackFreqState
 	ecn       ecnState
 	keyUpdate keyUpdateState
-	gso       gsoBatch
 }
 
 // connStats counts events for tests and debugging.

@@ -34,7 +34,12 @@ func (c *Conn) sendPackets(now time.Time) {
 		c.closing.maybeSend(now, c)
 		return
 	}
-	useGSO := c.ep.udp != nil && !c.ep.noGSO.Load() && (c.probe == nil || c.probe.OnSendDatagram == nil)
+	// The fast path queues the turn's datagrams and sends them in as few
+	// system calls as the endpoint's switches allow (sock_linux.go).
+	var q *sendQueue
+	if c.ep.sock != nil && (c.probe == nil || c.probe.OnSendDatagram == nil) {
+		q = getSendQueue(c.ep.sock.gso && !c.ep.noGSO.Load())
+	}
 	for i := 0; i < maxDatagramsPerTurn; i++ {
 		b := c.buildDatagram(now)
 		if len(b) == 0 {
@@ -50,29 +55,33 @@ func (c *Conn) sendPackets(now time.Time) {
 		if c.probe != nil && c.probe.ECN != nil {
 			ecn = c.probe.ECN() & 3
 		}
-		if !useGSO {
+		if q == nil {
 			c.writeDatagram(b, ecn)
 			continue
 		}
-		if !c.gso.add(b, ecn) {
-			c.flushGSO()
-			c.gso.add(b, ecn)
+		if !q.add(b, ecn) {
+			q.flush(c.ep, c.peerAddr)
+			q.add(b, ecn)
 		}
 	}
-	c.flushGSO()
+	if q != nil {
+		q.flush(c.ep, c.peerAddr)
+		q.release()
+	}
 }
 
 // writeDatagram hands a sealed datagram to the socket, through the probe
 // hook.
 func (c *Conn) writeDatagram(b []byte, ecn uint8) {
+	var oob [sendOOBLen]byte
 	if c.probe != nil && c.probe.OnSendDatagram != nil {
 		out := c.probe.OnSendDatagram(b)
 		for _, d := range out {
-			c.ep.writeECN(d, c.peerAddr, ecn, c.gso.oob[:0])
+			c.ep.writeECN(d, c.peerAddr, ecn, oob[:0])
 		}
 		return
 	}
-	c.ep.writeECN(b, c.peerAddr, ecn, c.gso.oob[:0])
+	c.ep.writeECN(b, c.peerAddr, ecn, oob[:0])
 }
 
 // amplificationAllowance is how many bytes the server may still send
