@@ -26,6 +26,16 @@ func (c *Conn) handleVersionNegotiation(now time.Time, h *wire.Header) {
 	if h.Versions.Contains(wire.Version(c.version)) {
 		return
 	}
+	// RFC 8999 §6: "An endpoint MUST ignore a packet that contains no
+	// Supported Version fields or contains a truncated Supported Version
+	// value." The abandonment RFC 9000 §6.2 asks for applies to a packet
+	// that is a Version Negotiation packet in the sense of RFC 8999; an
+	// empty one is not, so the client keeps waiting (a truncated list
+	// already fails wire.ParseHeader). Ignoring it also leaves gotVN
+	// unset: a real Version Negotiation may still follow.
+	if h.Versions.Len() == 0 {
+		return
+	}
 	c.gotVN = true
 	var theirs []uint32
 	for v := range h.Versions.All() {

@@ -852,3 +852,40 @@ func TestVersionInformationValidated(t *testing.T) {
 		})
 	}
 }
+
+// TestVersionNegotiationEmptyIgnored: a Version Negotiation packet that
+// lists no version is ignored (RFC 8999 §6: "An endpoint MUST ignore a
+// packet that contains no Supported Version fields"), so the client keeps
+// trying until its own deadline instead of giving up.
+func TestVersionNegotiationEmptyIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		srv := n.listen(testServerAddr)
+		defer srv.Close()
+		go func() {
+			buf := make([]byte, 2048)
+			nb, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			h, err := wire.ParseHeader(buf[:nb], 0)
+			if err != nil {
+				t.Errorf("client Initial: %v", err)
+				return
+			}
+			srv.WriteTo(wire.AppendVersionNegotiation(nil, 0xc0, h.SCID, h.DCID), from)
+		}()
+		cep, err := NewEndpoint(n.listen(testClientAddr), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cep.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err = cep.Dial(ctx, "udp", testServerAddr, testClientConfig(t, "hq-interop"))
+		var vne *VersionNegotiationError
+		if err == nil || errors.As(err, &vne) {
+			t.Fatalf("Dial: %v, want the context's deadline (the empty Version Negotiation ignored)", err)
+		}
+	})
+}
