@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
 )
 
 // startQuiverWith runs Quiver's server with its configuration edited by
@@ -23,7 +24,9 @@ func expectVerdicts(t *testing.T, name, addr string, want map[string][]Verdict) 
 	for id := range want {
 		ids = append(ids, id)
 	}
-	rep := runSuite(t, Target{Name: name, Address: addr, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, ids, nil)
+	// The ALPN is given, so that a server whose misbehaviour breaks the
+	// discovery handshake still gets its scenarios run.
+	rep := runSuite(t, Target{Name: name, Address: addr, ALPN: []string{"hq-interop"}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, ids, nil)
 	for id, vs := range want {
 		if got, s := verdictOf(rep, id); !slices.Contains(vs, got) {
 			t.Errorf("%s against %s: %s (%s), want one of %v", id, name, got, s, vs)
@@ -57,5 +60,45 @@ func TestMisbehavingServer(t *testing.T) {
 			c.Probe = &quic.Probe{OnSendDatagram: func(b []byte) [][]byte { return [][]byte{b, b} }}
 		})
 		expectVerdicts(t, "quiver-doubling", addr, map[string][]Verdict{"amp-handshake-limit": {Fail}})
+	})
+	t.Run("min-ack-delay", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			c.Probe = &quic.Probe{TransportParameters: func(tp *wire.TransportParameters) { tp.MinAckDelay = 30000 }}
+		})
+		expectVerdicts(t, "quiver-min-ack-delay-30ms", addr, map[string][]Verdict{"af-tp-valid": {Fail}})
+	})
+	t.Run("quic-bit", func(t *testing.T) {
+		// Short-header datagrams leave with the QUIC bit cleared towards
+		// clients that never advertised grease_quic_bit.
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			c.Probe = &quic.Probe{OnSendDatagram: func(b []byte) [][]byte {
+				if len(b) > 0 && b[0]&0x80 == 0 {
+					b = append([]byte(nil), b...)
+					b[0] &^= 0x40
+				}
+				return [][]byte{b}
+			}}
+		})
+		expectVerdicts(t, "quiver-quic-bit-cleared", addr, map[string][]Verdict{"grease-quic-bit-not-without-tp": {Fail}})
+	})
+	t.Run("path-response", func(t *testing.T) {
+		// PATH_RESPONSE frames are dropped from what the server sends:
+		// the acknowledged challenge then goes unanswered.
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			c.Probe = &quic.Probe{OnPacketSent: func(pi quic.PacketInfo) {
+				for off := 0; off < len(pi.Payload); {
+					f, n, err := wire.ParseFrame(pi.Payload[off:])
+					if err != nil {
+						return
+					}
+					if f.Type() == wire.FrameTypePathResponse {
+						pi.Payload[off] = byte(wire.FrameTypePing)
+						clear(pi.Payload[off+1 : off+n]) // PADDING
+					}
+					off += n
+				}
+			}}
+		})
+		expectVerdicts(t, "quiver-no-path-response", addr, map[string][]Verdict{"path-challenge-echo": {Fail}})
 	})
 }
