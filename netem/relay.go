@@ -268,6 +268,29 @@ func (r *Relay) Rebindings() []Rebinding {
 	return append([]Rebinding(nil), r.rebinds...)
 }
 
+// Drain waits until every datagram in flight in direction d (ToServer or
+// ToClient) has been delivered or dropped, or until ctx ends. A runner
+// calls it after the client exits and before it stops the server, so that
+// the client's last packets (a Finished, a CONNECTION_CLOSE) still reach
+// the server through the emulated delay instead of dying with the link.
+func (r *Relay) Drain(ctx context.Context, d Direction) error {
+	if d != ToServer && d != ToClient {
+		return fmt.Errorf("netem: relay: no direction %v", d)
+	}
+	q := r.dirs[d-1].q
+	for {
+		ch := q.emptied()
+		if ch == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Done is closed when the relay has stopped.
 func (r *Relay) Done() <-chan struct{} { return r.done }
 

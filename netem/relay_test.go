@@ -448,3 +448,60 @@ func TestRelayPcapTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayDrain checks that Drain returns only once the datagrams in
+// flight towards the server have been delivered, and that it gives up when
+// its context ends.
+func TestRelayDrain(t *testing.T) {
+	echo := startEcho(t)
+	const n = 5
+	sent := make(chan struct{}, 4*n)
+	r := startRelay(t, RelayConfig{Server: echo.addr, ToServer: Link{Delay: 150 * time.Millisecond}, Capture: func(e Event) {
+		if e.Kind == Sent && e.Dir == ToServer {
+			select {
+			case sent <- struct{}{}:
+			default: // never block the relay
+			}
+		}
+	}})
+	c := dialRelay(t, r)
+	for i := range n {
+		c.WriteToUDPAddrPort(datagram(i, 100), r.Addr())
+	}
+	for range n {
+		<-sent
+	}
+	if ts, _ := r.Stats(); ts.Delivered != 0 {
+		t.Fatalf("%d delivered before the link's delay", ts.Delivered)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Drain(ctx, ToServer); err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := r.Stats(); ts.Delivered != n {
+		t.Errorf("Drain returned with %d of %d datagrams delivered", ts.Delivered, n)
+	}
+	readN(t, c, n, 5*time.Second) // the echoes
+
+	// A link that holds a datagram for a minute: Drain ends with ctx.
+	r2 := startRelay(t, RelayConfig{Server: echo.addr, ToServer: Link{Delay: time.Minute}, Capture: func(e Event) {
+		if e.Kind == Sent && e.Dir == ToServer {
+			select {
+			case sent <- struct{}{}:
+			default: // never block the relay
+			}
+		}
+	}})
+	c2 := dialRelay(t, r2)
+	c2.WriteToUDPAddrPort(datagram(0, 100), r2.Addr())
+	<-sent
+	short, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := r2.Drain(short, ToServer); !errors.Is(err, context.Canceled) {
+		t.Errorf("Drain of a held datagram with a cancelled context: %v", err)
+	}
+	if err := r2.Drain(context.Background(), 0); err == nil {
+		t.Error("Drain accepts direction 0")
+	}
+}

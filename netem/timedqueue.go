@@ -25,6 +25,9 @@ type timedQueue[T any] struct {
 	// inflight counts the items taken for delivery but not yet
 	// delivered, so that len sees them.
 	inflight int
+	// empty, when not nil, is closed once the queue next holds nothing
+	// (see emptied).
+	empty chan struct{}
 
 	// delivering serialises the delivery of batches, so that two timer
 	// callbacks never deliver out of order.
@@ -123,7 +126,32 @@ func (q *timedQueue[T]) fire() {
 	q.mu.Lock()
 	q.batch = batch
 	q.inflight = 0
+	if len(q.h) == 0 {
+		q.signalEmpty()
+	}
 	q.mu.Unlock()
+}
+
+// emptied returns a channel that is closed once every queued item has been
+// delivered (or the queue stopped), or nil if nothing is queued now.
+func (q *timedQueue[T]) emptied() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped || len(q.h)+q.inflight == 0 {
+		return nil
+	}
+	if q.empty == nil {
+		q.empty = make(chan struct{})
+	}
+	return q.empty
+}
+
+// signalEmpty wakes the waiters of emptied. q.mu is held.
+func (q *timedQueue[T]) signalEmpty() {
+	if q.empty != nil {
+		close(q.empty)
+		q.empty = nil
+	}
 }
 
 // stop cancels every pending delivery and waits for a running one to end.
@@ -135,6 +163,7 @@ func (q *timedQueue[T]) stop() {
 		q.timer.Stop()
 	}
 	q.h = nil
+	q.signalEmpty()
 	q.mu.Unlock()
 	q.delivering.Lock()
 	q.delivering.Unlock() //nolint:staticcheck // an empty critical section waits for fire to finish
