@@ -153,6 +153,14 @@ type Config struct {
 	// (SO_RCVBUFFORCE, SO_SNDBUFFORCE) past net.core.[rw]mem_max.
 	SocketBuffer int
 
+	// DisableGreaseQUICBit stops the engine from advertising the
+	// grease_quic_bit transport parameter (RFC 9287). With it advertised
+	// (the default) the engine accepts packets whose QUIC bit is 0;
+	// without it such packets are discarded (RFC 9000 §17.2). Either way
+	// the engine greases the bit on its own Handshake and 1-RTT packets
+	// when the peer advertised the parameter.
+	DisableGreaseQUICBit bool
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

@@ -57,7 +57,7 @@ type connState struct {
 	// Initials still sent in origVersion.
 	origVersion     uint32
 	origInitialRead *protect.Keys
-	cids          cidState
+	cids            cidState
 
 	peerParams   transportParams
 	havePeerTP   bool

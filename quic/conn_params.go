@@ -51,6 +51,7 @@ func (c *Conn) localTransportParams() []byte {
 		p.MaxDatagramFrameSize = cfg.MaxDatagramFrameSize
 	}
 	c.localVersionInformation(&p)
+	p.GreaseQUICBit = !cfg.DisableGreaseQUICBit
 	p.HasInitialSourceConnectionID = true
 	p.InitialSourceConnectionID = c.localCID
 	// A client never migrates; a server follows a client that does.

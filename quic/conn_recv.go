@@ -131,6 +131,14 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	// moved to another compatible version (RFC 9368 §2.3); a client
 	// follows a server that did.
 	origInitial := false
+	// RFC 9000 §17.2 and §17.3.1: "Packets containing a zero value for
+	// this bit are not valid packets in this version and MUST be
+	// discarded." RFC 9287 §3: "An endpoint that advertises the
+	// grease_quic_bit transport parameter MUST accept packets with the
+	// QUIC Bit set to a value of 0."
+	if !h.FixedBit && c.config.DisableGreaseQUICBit {
+		return h.PacketLen
+	}
 	if h.Long && uint32(h.Version) != c.version {
 		switch {
 		case !c.isClient && h.Type == wire.PacketTypeInitial && uint32(h.Version) == c.origVersion && c.origInitialRead != nil:

@@ -305,10 +305,10 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 		h := wire.LongHeader{Version: wire.Version(c.origVersion), Type: wire.PacketType0RTT, DCID: c.peerCID, SCID: c.localCID, PacketNumber: pn, PNLen: pnLen, LengthLen: 2}
 		buf, p.lenOff, p.pnOff = h.Append(buf)
 	} else if space == appSpace {
-		h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1}
+		h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1, ClearFixedBit: c.greaseFixedBit(space)}
 		buf, p.pnOff = h.Append(buf)
 	} else {
-		h := wire.LongHeader{Version: wire.Version(c.version), Type: space.packetType(), DCID: c.peerCID, SCID: c.localCID, PacketNumber: pn, PNLen: pnLen, LengthLen: 2}
+		h := wire.LongHeader{Version: wire.Version(c.version), Type: space.packetType(), DCID: c.peerCID, SCID: c.localCID, PacketNumber: pn, PNLen: pnLen, LengthLen: 2, ClearFixedBit: c.greaseFixedBit(space)}
 		if space == initialSpace && c.isClient {
 			h.Token = c.retryToken
 		}

@@ -1,6 +1,7 @@
 package quic
 
 import (
+	"math/rand/v2"
 	"slices"
 
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -147,4 +148,18 @@ func (c *Conn) clientFollowVersion(pkt []byte, h *wire.Header) bool {
 	c.version = v
 	sp.writeKeys, sp.readKeys = ck, sk
 	return true
+}
+
+// greaseFixedBit reports whether to send the next packet of space with
+// the QUIC bit cleared. RFC 9287 §3.1 (not in the specs folder; from
+// memory): an endpoint that receives grease_quic_bit "MAY set the QUIC
+// Bit to an unpredictable value"; before it has the peer's transport
+// parameters it sets the bit. We grease Handshake and 1-RTT packets only:
+// Initial packets may reach the peer before it can know we read its
+// parameters, and a client's Initial precedes them.
+func (c *Conn) greaseFixedBit(space spaceID) bool {
+	if space == initialSpace || !c.havePeerTP || !c.peerParams.tp.GreaseQUICBit {
+		return false
+	}
+	return rand.Uint32()&1 == 0
 }

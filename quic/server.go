@@ -175,6 +175,12 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 		d.release()
 		return
 	}
+	// RFC 9000 §17.2: a zero QUIC bit is valid only when we advertise
+	// grease_quic_bit (RFC 9287), as the connection would.
+	if !h.FixedBit && e.config.DisableGreaseQUICBit {
+		d.release()
+		return
+	}
 	// Only a packet that authenticates with the Initial keys of its DCID
 	// creates state: stray or forged datagrams are dropped here.
 	if !initialOpens(version, b[:h.PacketLen], &h) {
