@@ -75,6 +75,9 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		MaxIdleTimeout:          30 * time.Second,
 		MaxUniStreams:           3,
 		ActiveConnectionIDLimit: 4,
+		// Catalogue §2.4: the tester sends no greasing unless a
+		// scenario asks for it.
+		DisableGreaseQUICBit: true,
 	}
 	if t.dir != "" {
 		dir := t.dir
