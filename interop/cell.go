@@ -122,6 +122,10 @@ type VNProbe struct {
 	Detail   string   `json:"detail,omitempty"`
 }
 
+// drainTimeout bounds the wait, after the client exits, for the
+// datagrams still in flight towards the server.
+const drainTimeout = 5 * time.Second
+
 // Runner runs cells. Its zero value is not usable; set Dir.
 type Runner struct {
 	// Dir is the run folder; cells go to Dir/<server>_<client>/<test>.
@@ -450,6 +454,16 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 	} else if cerr != nil {
 		lg.printf("client: %v", cerr)
 	}
+	// The client's last packets may still be in the emulated link (its
+	// Finished and CONNECTION_CLOSE after a 0-RTT download, for one):
+	// let them reach the server before it is stopped, as they would on a
+	// real path (§2.3). The bound covers a full queue on the slowest
+	// link of the test cases.
+	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
+	if err := relay.Drain(dctx, netem.ToServer); err != nil {
+		lg.printf("link to the server not drained within %v: %v", drainTimeout, err)
+	}
+	dcancel()
 	stopServer()
 	relay.Stop()
 	ts, tcl := relay.Stats()

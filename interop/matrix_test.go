@@ -15,22 +15,33 @@ import (
 // TestMatrix runs a representative subset on every push: quic-go and x/net
 // against each other (handshake, transfer, retry) and quic-go against
 // ngtcp2, which speaks only HTTP/3, so that its hq-interop cells must come
-// out unsupported and its http3 cells succeed. QUIVER_INTEROP_FULL=1 runs
-// every test case instead.
+// out unsupported and its http3 cells succeed; and Quiver's endpoint with
+// quic-go both ways on the cases that need session tickets (handshake,
+// resumption, zerortt), which are short. QUIVER_INTEROP_FULL=1 runs every
+// test case instead.
 func TestMatrix(t *testing.T) {
 	tests := "handshake,transfer,retry,http3"
 	if os.Getenv("QUIVER_INTEROP_FULL") == "1" {
 		tests = "all"
 	}
-	tcs, err := Lookup(tests)
-	if err != nil {
-		t.Fatal(err)
+	quiverTests := "handshake,resumption,zerortt"
+	if os.Getenv("QUIVER_INTEROP_FULL") == "1" {
+		quiverTests = "all"
 	}
-	for _, run := range []struct{ servers, clients []string }{
-		{[]string{"quic-go", "go-x-net"}, []string{"quic-go", "go-x-net"}},
-		{[]string{"quic-go", "ngtcp2"}, []string{"ngtcp2"}},
-		{[]string{"ngtcp2"}, []string{"quic-go"}},
+	for _, run := range []struct {
+		servers, clients []string
+		tests            string
+	}{
+		{[]string{"quic-go", "go-x-net"}, []string{"quic-go", "go-x-net"}, tests},
+		{[]string{"quic-go", "ngtcp2"}, []string{"ngtcp2"}, tests},
+		{[]string{"ngtcp2"}, []string{"quic-go"}, tests},
+		{[]string{"quiver", "quic-go"}, []string{"quiver"}, quiverTests},
+		{[]string{"quiver"}, []string{"quic-go"}, quiverTests},
 	} {
+		tcs, err := Lookup(run.tests)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var servers, clients []peers.Impl
 		for _, n := range run.servers {
 			servers = append(servers, impl(t, n))
