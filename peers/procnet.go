@@ -12,9 +12,12 @@ import (
 // it leads, holds a UDP socket bound to local port port. It reads Linux's
 // /proc/net/udp{,6} for the sockets on the port and /proc/PID/fd for the
 // process's own sockets, so that a stranger on the same port never passes
-// for the peer being ready.
+// for the peer being ready. The socket tables are read through
+// /proc/PID/net, which shows the network namespace of pid: a server
+// started in its own namespace (namespace mode, §3.1) binds its port
+// there, not in the runner's.
 func udpBoundBy(pid, port int) bool {
-	inodes := udpInodes(port)
+	inodes := udpInodes(pid, port)
 	if len(inodes) == 0 {
 		return false
 	}
@@ -38,12 +41,13 @@ func udpBoundBy(pid, port int) bool {
 	return false
 }
 
-// udpInodes returns the socket inodes of UDP sockets bound to port.
-func udpInodes(port int) map[string]bool {
+// udpInodes returns the socket inodes of UDP sockets bound to port in the
+// network namespace of process pid.
+func udpInodes(pid, port int) map[string]bool {
 	inodes := map[string]bool{}
 	want := strings.ToUpper(strconv.FormatInt(int64(port), 16))
-	for _, table := range []string{"/proc/net/udp", "/proc/net/udp6"} {
-		f, err := os.Open(table)
+	for _, table := range []string{"udp", "udp6"} {
+		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", table))
 		if err != nil {
 			continue
 		}
