@@ -208,6 +208,7 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 		log.add(sentFrame{kind: frOther})
 		s.pathResponse = s.pathResponse[1:]
 		p.ackElic = true
+		p.pathFrame = true
 	}
 	for len(s.pathChallenge) > 0 && end-len(buf) >= 9 {
 		f := wire.PathChallengeFrame{Data: s.pathChallenge[0]}
@@ -215,6 +216,7 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 		log.add(sentFrame{kind: frOther})
 		s.pathChallenge = s.pathChallenge[1:]
 		p.ackElic = true
+		p.pathFrame = true
 	}
 	for i := range s.local {
 		e := &s.local[i]

@@ -25,6 +25,9 @@ type builtPacket struct {
 	inFlight bool
 	hasAck   bool
 	largest  uint64
+	// pathFrame: the packet carries PATH_CHALLENGE or PATH_RESPONSE, so
+	// its datagram is expanded to 1200 bytes (RFC 9000 §8.2.1, §8.2.2).
+	pathFrame bool
 }
 
 // sendPackets sends what the connection has to send: close packets when
@@ -138,7 +141,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 	buf := c.sendBuf[:0]
 	var pkts [numSpaces]builtPacket
 	n := 0
-	hasInitial := false
+	hasInitial, hasPathFrame := false, false
 	for sp := initialSpace; sp < numSpaces; sp++ {
 		room := limit - len(buf)
 		if room < 64 {
@@ -160,6 +163,9 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		}
 		if sp == initialSpace && (c.isClient || p.ackElic) {
 			hasInitial = true
+		}
+		if p.pathFrame {
+			hasPathFrame = true
 		}
 		pkts[n] = p
 		n++
@@ -185,8 +191,15 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 	// payload of all UDP datagrams carrying ack-eliciting Initial packets
 	// to at least the smallest allowed maximum datagram size". The
 	// padding goes in the last packet, as PADDING frames.
+	//
+	// RFC 9000 §8.2.1: "An endpoint MUST expand datagrams that contain a
+	// PATH_CHALLENGE frame to at least the smallest allowed maximum
+	// datagram size of 1200 bytes, unless the anti-amplification limit for
+	// the path does not permit sending a datagram of this size." §8.2.2
+	// says the same of PATH_RESPONSE. The min with limit below is that
+	// exception.
 	want := 0
-	if hasInitial {
+	if hasInitial || hasPathFrame {
 		want = minInitialDatagramSize
 	} else if room := limit - (len(buf) + 16); room > 0 && room < 48 {
 		// Nearly full: pad to the full size, so that runs of datagrams
