@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -149,8 +150,8 @@ func (r *Reader) nextClassic() (Packet, bool, error) {
 	if capLen > maxBlockLen {
 		return Packet{}, false, fmt.Errorf("pcap: record of %d bytes is too large", capLen)
 	}
-	data := make([]byte, capLen)
-	if _, err := io.ReadFull(r.r, data); err != nil {
+	data, err := readLen(r.r, int(capLen))
+	if err != nil {
 		return Packet{}, false, fmt.Errorf("pcap: record: %w", noEOF(err))
 	}
 	ifc := &r.ifaces[0]
@@ -195,14 +196,17 @@ func (r *Reader) nextBlock() (Packet, bool, error) {
 	if n < 12 || n%4 != 0 || n > maxBlockLen || typ == blockSHB && n < 28 {
 		return Packet{}, false, fmt.Errorf("pcap: block type %#x has a bad length %d", typ, n)
 	}
-	body := make([]byte, n-8)
 	done := 0
 	if typ == blockSHB {
-		copy(body, r.hdr[8:12])
-		done = 4
+		done = 4 // the byte-order magic, already read
 	}
-	if _, err := io.ReadFull(r.r, body[done:]); err != nil {
+	rest, err := readLen(r.r, int(n)-8-done)
+	if err != nil {
 		return Packet{}, false, fmt.Errorf("pcap: block type %#x: %w", typ, noEOF(err))
+	}
+	body := rest
+	if done > 0 {
+		body = append(bytes.Clone(r.hdr[8:12]), rest...)
 	}
 	if trailer := r.order.Uint32(body[len(body)-4:]); trailer != n {
 		return Packet{}, false, fmt.Errorf("pcap: block type %#x: trailing length %d differs from %d", typ, trailer, n)
@@ -413,4 +417,33 @@ func ReadFile(path string) (*Capture, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
+}
+
+// readChunk is what readLen allocates up front; beyond it the buffer grows
+// with the bytes that actually arrive.
+const readChunk = 64 << 10
+
+// readLen reads exactly n bytes. A malformed length in a short or hostile
+// file costs at most about twice the bytes the file really holds, not the
+// length it claims (up to maxBlockLen).
+func readLen(r io.Reader, n int) ([]byte, error) {
+	if n <= readChunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, readChunk)
+	for len(b) < n {
+		k := min(n-len(b), max(readChunk, len(b)))
+		b = slices.Grow(b, k)
+		m, err := io.ReadFull(r, b[len(b):len(b)+k])
+		b = b[:len(b)+m]
+		if err != nil {
+			if len(b) > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }
