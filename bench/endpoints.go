@@ -313,22 +313,40 @@ func QuiverGet(ctx context.Context, rawURL, outDir string, q QuiverEndpointConfi
 	return saveTo(outDir, u, s)
 }
 
-// ErrAckFrequencyUnavailable is what AckPolicyHook returns until the
-// engine's ACK frequency sender lands.
+// ErrAckFrequencyUnavailable is what AckPolicyHook returned before the
+// engine's ACK frequency sender landed; a replacement hook may still
+// return it for a ratio it cannot set, and the ackfreq bench then
+// reports that ratio as not available instead of measuring the default
+// policy under another name.
 var ErrAckFrequencyUnavailable = errors.New("ACK frequency sender policy not available until the engine's ACK-frequency sender lands (issue 4)")
 
 // AckPolicyHook applies an ACK frequency sender policy to an engine
 // configuration: ratio > 0 asks the peer for one ACK per ratio
 // ack-eliciting packets (1:ratio), -1 selects the adaptive policy. server
-// says which side the configuration is for; the policy matters on the
-// data sender (the server of a download), and the receiver must accept
-// the extension.
+// says which side the configuration is for.
 //
-// The engine has no such setting yet (quic.Config has no ACK frequency
-// field), so the hook reports ErrAckFrequencyUnavailable and the ackfreq
-// bench reports those ratios as not available instead of measuring the
-// default policy under another name. When the engine's sender lands, this
-// is the one place to set its Config field.
+// The policy belongs to the data sender, the server of a download: it
+// sends ACK_FREQUENCY frames to the client, which obeys them. The client
+// only has to accept the extension, which the engine does by default
+// (Config.MinAckDelay 1 ms advertises min_ack_delay), so its
+// configuration is left alone. The fixed ratios use the design's default
+// delay mode (ack-frequency.md §10.6, delay_mode rtt): a Requested Max
+// Ack Delay of smoothed RTT / 4, re-sent when the RTT moves.
 var AckPolicyHook = func(cfg *quic.Config, ratio int, server bool) error {
-	return ErrAckFrequencyUnavailable
+	switch {
+	case ratio == 0:
+		return nil
+	case ratio < 0:
+		if server {
+			cfg.AckFrequency = quic.AckFrequencyPolicy{Ratio: quic.AdaptiveAckRatio}
+		}
+		return nil
+	}
+	if server {
+		cfg.AckFrequency = quic.AckFrequencyPolicy{Ratio: ratio, MaxAckDelay: -1}
+	}
+	if cfg.MinAckDelay < 0 {
+		return fmt.Errorf("ACK ratio %s: the receiver has the ACK frequency extension switched off (MinAckDelay < 0)", ratioName(ratio))
+	}
+	return nil
 }
