@@ -794,7 +794,8 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 		t.Pass("follow", reqs[1], "The server, which disabled active migration, dropped the packets from the new port without a stateless reset.", events(Trigger, rb.trig)...)
 	case len(onNew) == 0:
 		t.Fact("path.rebinding", "not followed")
-		t.Inconclusive("The server sent nothing to the tester's new port after the rebinding.", events(Trigger, rb.trig)...)
+		_, n := t.datagramBytes(rb.rc.onPath(rb.np), false, time.Time{})
+		t.Inconclusive(fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n), events(Trigger, rb.trig)...)
 	case len(challenges) == 0:
 		t.Fact("path.rebinding", "followed without validation")
 		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)), append(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...)...)...)
@@ -820,7 +821,13 @@ func runPathChallengeDatagramSize(ctx context.Context, t *T) {
 		if p.datagram >= 1200 {
 			continue
 		}
-		in, _ := t.datagramBytes(rb.rc.onPath(rb.np), true, p.at)
+		// What the server had received from the new path when it built
+		// this datagram: the tester's datagrams sent at least two RTT
+		// before it arrived, and never less than the first one (a later
+		// datagram may still have been in flight).
+		in, _ := t.datagramBytes(rb.rc.onPath(rb.np), true, p.at.Add(-2*t.RTT()-time.Millisecond))
+		first, _ := t.datagramBytes(rb.rc.onPath(rb.np), true, rb.trig.at)
+		in = max(in, first)
 		out, _ := t.datagramBytes(rb.rc.onPath(rb.np), false, p.at.Add(-time.Nanosecond))
 		if out+1200 <= 3*in {
 			t.Fail("size", req, fmt.Sprintf("The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).", p.datagram, in, out), append(events(Trigger, rb.trig), events(Response, p)...)...)

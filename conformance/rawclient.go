@@ -79,6 +79,9 @@ type rawClient struct {
 	streams   map[uint64]*rawStream
 	nextBidi  uint64
 	h3Control bool
+	// readPhase and writePhase are the 1-RTT key phases in use; the
+	// client follows the server's key updates.
+	readPhase, writePhase int
 	// sparesGiven is set once the client issued spare connection IDs.
 	sparesGiven bool
 	// FollowRetry makes the client answer a Retry (default true).
@@ -363,7 +366,8 @@ type shortOpts struct {
 
 // shortPacket builds and protects a 1-RTT packet.
 func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
-	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed, KeyPhase: o.KeyPhase, PNLen: o.PNLen}
+	// KeyPhase flips the bit of the current key phase.
+	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen}
 	if h.DCID == nil {
 		h.DCID = rc.dcid
 	}
@@ -408,7 +412,7 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 		m.local = rc.paths[m.path].local
 	}
 	m.keyPhase = 0
-	if o.KeyPhase {
+	if h.KeyPhase {
 		m.keyPhase = 1
 	}
 	rc.trace.recordMeta(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload, m)
@@ -579,7 +583,21 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 		return
 	}
 	pn := wire.DecodePacketNumber(rc.largest[2], wire.ReadPacketNumber(pkt[pnOff:], pnLen), pnLen*8)
+	phase := int(pkt[0]>>2) & 1
+	if phase != rc.readPhase {
+		// The server started a key update (RFC 9001 §6): open with the
+		// next generation, and answer in it (§6.2).
+		if next, err := k.Next(); err == nil {
+			k = next
+		}
+	}
 	payload, err := k.Open(nil, pkt[:pnOff+pnLen], pkt[pnOff+pnLen:], pn)
+	if err == nil && phase != rc.readPhase {
+		rc.open[2], rc.readPhase = k, phase
+		if next, err := rc.seal[2].Next(); err == nil && rc.writePhase != phase {
+			rc.seal[2], rc.writePhase = next, phase
+		}
+	}
 	if err != nil {
 		if rc.trace.isStatelessReset(b) {
 			rc.trace.recordStatelessReset(now, len(b))
