@@ -439,6 +439,15 @@ func TestServerConnectionErrors(t *testing.T) {
 		}, ErrCodeStreamCreationError},
 		{"QPACK encoder instruction with capacity 0", func(rc *rawClient) { rc.uni([]byte{0x02, 0x3f, 0x01}) }, ErrCodeQPACKEncoderStream},
 		{"QPACK decoder stream closed", func(rc *rawClient) { rc.uni([]byte{0x03}).CloseWrite() }, ErrCodeClosedCriticalStream},
+		// RFC 9204 §4.4.3: an Increment of zero, or one beyond what the
+		// encoder sent (this one never inserts).
+		{"QPACK Insert Count Increment 0", func(rc *rawClient) { rc.uni([]byte{0x03, 0x00}) }, ErrCodeQPACKDecoderStream},
+		{"QPACK Insert Count Increment 1", func(rc *rawClient) { rc.uni([]byte{0x03, 0x01}) }, ErrCodeQPACKDecoderStream},
+		{"QPACK Insert Count Increment after other instructions", func(rc *rawClient) {
+			// Section Acknowledgment of stream 200 (multi-byte integer),
+			// Stream Cancellation of stream 4, then an Increment of 0.
+			rc.uni([]byte{0x03, 0xff, 0x49, 0x44, 0x00})
+		}, ErrCodeQPACKDecoderStream},
 		{"DATA before HEADERS", func(rc *rawClient) {
 			rc.rawRequest((&DataFrame{Data: []byte("x")}).Append(nil))
 		}, ErrCodeFrameUnexpected},

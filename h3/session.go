@@ -282,7 +282,7 @@ func (s *session) handleUni(st Stream) {
 	case 2:
 		cerr = readQPACKEncoderStream(br)
 	case 3:
-		cerr = discardAll(br)
+		cerr = readQPACKDecoderStream(br)
 	}
 	s.criticalStreamEnded(cerr, t)
 }
@@ -324,16 +324,54 @@ func readQPACKEncoderStream(br *bufio.Reader) error {
 	}
 }
 
-// discardAll reads and drops the peer's decoder stream: its instructions
-// (Section Acknowledgment, Stream Cancellation, Insert Count Increment) only
-// matter to an encoder that uses the dynamic table, which this one does not.
-func discardAll(br *bufio.Reader) error {
-	var buf [512]byte
+// readQPACKDecoderStream reads the peer's decoder stream (RFC 9204 §4.4).
+// This endpoint's encoder never inserts into the dynamic table, so Section
+// Acknowledgment and Stream Cancellation carry nothing it needs, and any
+// Insert Count Increment is an error: zero always, and a positive one
+// "increases the Known Received Count beyond what the encoder has sent".
+func readQPACKDecoderStream(br *bufio.Reader) error {
 	for {
-		if _, err := br.Read(buf[:]); err != nil {
+		c, err := br.ReadByte()
+		if err != nil {
 			return peerReset(err)
 		}
+		prefix := 7 // Section Acknowledgment: 1xxxxxxx
+		switch {
+		case c&0x80 != 0:
+		case c&0x40 != 0: // Stream Cancellation: 01xxxxxx
+			prefix = 6
+		default: // Insert Count Increment: 00xxxxxx
+			prefix = 6
+		}
+		v, err := readQPACKInt(br, c, prefix)
+		if err != nil {
+			return peerReset(err)
+		}
+		if c&0xc0 == 0 {
+			return connError(ErrCodeQPACKDecoderStream, "Insert Count Increment of %d while this encoder never inserts; RFC 9204 §4.4.3: \"An encoder that receives an Increment field equal to zero, or one that increases the Known Received Count beyond what the encoder has sent, MUST treat this as a connection error of type QPACK_DECODER_STREAM_ERROR\"", v)
+		}
 	}
+}
+
+// readQPACKInt reads the rest of a prefixed integer (RFC 9204 §4.1.1, RFC
+// 7541 §5.1) whose first byte is first and whose prefix has n bits.
+func readQPACKInt(br *bufio.Reader, first byte, n int) (uint64, error) {
+	max := uint64(1)<<n - 1
+	v := uint64(first) & max
+	if v < max {
+		return v, nil
+	}
+	for shift := 0; shift < 62; shift += 7 {
+		b, err := br.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		v += uint64(b&0x7f) << shift
+		if b&0x80 == 0 {
+			return v, nil
+		}
+	}
+	return 0, connError(ErrCodeQPACKDecoderStream, "QPACK integer on the decoder stream is too large")
 }
 
 // readControl reads the peer's control stream until it ends.
