@@ -171,28 +171,39 @@ func TestAckFreqShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := shortOptions(t)
-	o.Size, o.Configs = 300e3, cfgs
+	o.Size, o.Configs = 2e6, cfgs
 	res, err := AckFreq(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 2
-	if AckPolicyHook(&quic.Config{}, 10, true) != nil {
-		// Until the engine's sender lands, 1:10 must be reported as not
-		// available, never measured under the default policy.
-		want = 1
-		if len(res.Unsupported) != 1 || !strings.Contains(res.Unsupported[0].Reason, "not available") {
-			t.Errorf("unsupported = %+v, want terrestrial/1:10 not available", res.Unsupported)
-		}
+	var cfg quic.Config
+	if err := AckPolicyHook(&cfg, 10, true); err != nil || cfg.AckFrequency.Ratio != 10 {
+		t.Fatalf("AckPolicyHook(1:10, server) = %v, policy %+v: want the engine's fixed 1:10 policy", err, cfg.AckFrequency)
 	}
-	checkResult(t, res, want)
-	s := res.Summaries[0]
-	// 300 kB in datagrams of at most 1500 bytes is 200 or more data
+	checkResult(t, res, 2)
+	if len(res.Summaries) != 2 {
+		t.Fatalf("%d summaries, want 1:2 and 1:10", len(res.Summaries))
+	}
+	s, s10 := res.Summaries[0], res.Summaries[1]
+	// 2 MB in datagrams of at most 1500 bytes is 1,300 or more data
 	// datagrams; the client answers with fewer, mostly small, ones. The
 	// completion time includes at least the handshake's round trips.
-	if s.DownDatagrams.Median < 200 || s.UpDatagrams.Median < 1 || s.UpDatagrams.Median >= s.DownDatagrams.Median ||
+	if s.DownDatagrams.Median < 1300 || s.UpDatagrams.Median < 1 || s.UpDatagrams.Median >= s.DownDatagrams.Median ||
 		s.UpSmall.Median > s.UpDatagrams.Median || s.Completion.Median <= 0.04 {
 		t.Errorf("relay counts at 1:2: down %+v, up %+v, small %+v, completion %+v", s.DownDatagrams, s.UpDatagrams, s.UpSmall, s.Completion)
+	}
+	// The point of the policy: at 1:10 the return path carries clearly
+	// fewer ACK-only datagrams per data datagram than at 1:2, and at
+	// least one data datagram in 8 goes unacknowledged on its own. The
+	// 1:2 receiver already acknowledges a whole receive batch at once,
+	// and batches grow on a busy machine, so the relative bound is
+	// loose: three quarters of 1:2's ACKs per data datagram.
+	per2 := s.UpSmall.Median / s.DownDatagrams.Median
+	per10 := s10.UpSmall.Median / s10.DownDatagrams.Median
+	t.Logf("return path: 1:2 %v datagrams (%v small) for %v data datagrams; 1:10 %v (%v small) for %v",
+		s.UpDatagrams.Median, s.UpSmall.Median, s.DownDatagrams.Median, s10.UpDatagrams.Median, s10.UpSmall.Median, s10.DownDatagrams.Median)
+	if per10*8 > 1 || per10 > per2*3/4 {
+		t.Errorf("return-path ACK datagrams per data datagram: %.3f at 1:10 against %.3f at 1:2, want at most 1/8 and three quarters of 1:2's", per10, per2)
 	}
 	var md bytes.Buffer
 	WriteMarkdown(&md, res, nil)
