@@ -338,6 +338,9 @@ func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 		}()
 	}
 	wg.Wait()
+	info = conn.ConnectionInfo()
+	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v",
+		len(urls), info.Version, info.Resumed, info.Used0RTT, info.VersionNegotiated)
 	if cc != nil {
 		cc.Close()
 		conn.Close(uint64(h3.ErrCodeNoError), "")

@@ -1,9 +1,14 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/quiver-quic/quiver/internal/leakcheck"
@@ -41,5 +46,103 @@ func TestManifestAgrees(t *testing.T) {
 	if !slices.Equal(im.ServerCases, ServerCases) || !slices.Equal(im.ClientCases, ClientCases) {
 		t.Errorf("manifest lists server %v, client %v; the endpoint supports server %v, client %v",
 			im.ServerCases, im.ClientCases, ServerCases, ClientCases)
+	}
+}
+
+// lineWriter hands each line written to it to a channel.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   []byte
+	lines chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		select {
+		case w.lines <- string(w.buf[:i]):
+		default: // nobody is reading: drop
+		}
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// TestClientCases runs the endpoint as server and client on loopback for
+// the test cases that change how the client connects, and checks from the
+// client's own report that it did what the case asks: a second connection
+// that resumes (resumption), that also carries 0-RTT (zerortt), and a
+// connection that went through Version Negotiation (versionnegotiation).
+func TestClientCases(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, err := peers.WriteSelfSignedCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	www := filepath.Join(dir, "www")
+	os.Mkdir(www, 0o755)
+	for _, n := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(www, n), bytes.Repeat([]byte(n), 3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		want []string // in the client's last "requests done" line
+	}{
+		{"resumption", []string{"resumed true", "0-RTT false"}},
+		{"zerortt", []string{"resumed true", "0-RTT true"}},
+		{"versionnegotiation", []string{"version 0x1,", "version negotiated true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			serr := &lineWriter{lines: make(chan string, 16)}
+			done := make(chan int)
+			go func() {
+				done <- Main(ctx, []string{"-listen", "127.0.0.1:0", "-cert", cert, "-key", key, "-root", www},
+					env(map[string]string{"ROLE": "server", "TESTCASE": tc.name}), serr)
+			}()
+			defer func() {
+				cancel()
+				if code := <-done; code != 0 {
+					t.Errorf("server exited with %d", code)
+				}
+			}()
+			var addr string
+			for addr == "" {
+				line := <-serr.lines
+				if _, rest, ok := strings.Cut(line, " on "); ok {
+					addr, _, _ = strings.Cut(rest, " ")
+				}
+			}
+			out := filepath.Join(dir, "dl-"+tc.name)
+			cerr := &lineWriter{lines: make(chan string, 64)}
+			urls := []string{"https://" + addr + "/a", "https://" + addr + "/b", "https://" + addr + "/c"}
+			if code := Main(ctx, append([]string{"-output", out}, urls...), env(map[string]string{"ROLE": "client", "TESTCASE": tc.name}), cerr); code != 0 {
+				t.Fatalf("client exited with %d", code)
+			}
+			close(cerr.lines)
+			var last string
+			for l := range cerr.lines {
+				if strings.Contains(l, "requests done") {
+					last = l
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("client reported %q, want %q in it", last, w)
+				}
+			}
+			for _, n := range []string{"a", "b", "c"} {
+				if b, err := os.ReadFile(filepath.Join(out, n)); err != nil || !bytes.Equal(b, bytes.Repeat([]byte(n), 3000)) {
+					t.Errorf("%s: %d bytes, %v", n, len(b), err)
+				}
+			}
+		})
 	}
 }
