@@ -497,3 +497,10 @@ func (q *sendQueue) sendSplit(e *Endpoint, i int) {
 		}
 	}
 }
+
+// recvQueueLen is how many received datagrams wait for a connection's
+// loop before the reader drops more. It holds more than one full read
+// (recvBatchLen GRO messages of up to maxGSOSegments datagrams each) while
+// keeping an idle connection small: each slot costs 8 bytes per
+// connection.
+const recvQueueLen = 512

@@ -97,6 +97,9 @@ type config struct {
 	// report the rate instead of downloading (quiver bench handshakes).
 	handshakes int
 	parallel   int
+	// idleConns, when positive, opens that many connections to a server
+	// in the process and prints the heap per idle connection.
+	idleConns int
 	// cpuprofile, when set, receives a pprof CPU profile of the whole run.
 	cpuprofile string
 }
@@ -131,6 +134,8 @@ func run(args []string, stderr io.Writer) int {
 		defer stopProfile()
 	}
 	switch {
+	case cfg.idleConns > 0:
+		err = runIdleConns(ctx, cfg.idleConns, os.Stdout)
 	case cfg.role == "server":
 		err = runServer(ctx, cfg)
 	case cfg.handshakes > 0:
@@ -168,6 +173,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		qlogDir  = fs.String("qlog", os.Getenv("QLOGDIR"), "qlog folder (default: $QLOGDIR)")
 		hs       = fs.Int("handshakes", 0, "client: complete `N` full handshakes with the first URL's server and print the rate instead of downloading")
 		parallel = fs.Int("parallel", 1, "client: handshakes in flight at once with -handshakes")
+		idle     = fs.Int("idleconns", 0, "open `N` idle connections to a server in this process and print the heap per connection")
 		cpuprof  = fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
 	)
 	fs.Usage = func() {
@@ -197,6 +203,10 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		handshakes: *hs,
 		parallel:   max(*parallel, 1),
 		cpuprofile: *cpuprof,
+		idleConns:  *idle,
+	}
+	if cfg.idleConns > 0 {
+		return cfg, nil // needs neither role nor URLs
 	}
 	if cfg.role == "" {
 		if cfg.listen != "" {
