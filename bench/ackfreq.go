@@ -40,10 +40,12 @@ var Paths = map[string]EmulatedPath{
 		Down: link(20e6, 300*time.Millisecond, 0, 600*time.Millisecond), Up: link(2e6, 300*time.Millisecond, 0, 600*time.Millisecond)},
 	"asymmetric": {Name: "asymmetric", Note: "20 ms RTT, 50 Mbit/s down, 0.5 Mbit/s up (the return path is the bottleneck for ACKs)",
 		Down: link(50e6, 10*time.Millisecond, 0, 20*time.Millisecond), Up: link(500e3, 10*time.Millisecond, 0, 20*time.Millisecond)},
+	"narrow-return": {Name: "narrow-return", Note: "20 ms RTT, 50 Mbit/s down, 0.2 Mbit/s up (narrower than RFC 9000's ACK rate at full forward speed)",
+		Down: link(50e6, 10*time.Millisecond, 0, 20*time.Millisecond), Up: link(200e3, 10*time.Millisecond, 0, 20*time.Millisecond)},
 }
 
 // PathNames lists the paths in report order.
-var PathNames = []string{"terrestrial", "cellular", "geo", "asymmetric"}
+var PathNames = []string{"terrestrial", "cellular", "geo", "asymmetric", "narrow-return"}
 
 // DefaultRatios are the ACK ratios of the study, plus the adaptive policy.
 const DefaultRatios = "2,4,8,10,16,32,64,adaptive"
