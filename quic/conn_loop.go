@@ -3,6 +3,7 @@ package quic
 import (
 	"crypto/rand"
 	"crypto/tls"
+	"io"
 	"net/netip"
 	"time"
 
@@ -323,6 +324,15 @@ func (c *Conn) finish() {
 		c.closeErr = ErrClosed
 	}
 	c.qlogClosed()
+	// A recorder that owns a file (qlog.Writer) is closed with the
+	// connection, so that the trace is complete on disk without the
+	// caller tracking recorders (transfer.ServerConfig.QlogDir relies on
+	// it).
+	if cl, ok := c.qlog.(io.Closer); ok {
+		if err := cl.Close(); err != nil {
+			debugf("qlog close: %v", err)
+		}
+	}
 	debugf("conn client=%v end: paced=%d idle=%d cwndBlocked=%d qdrops=%d sent=%d recv=%d lost=%d ptos=%d cwnd=%d srtt=%v err=%v", c.isClient, c.stats.paced, c.stats.idleTurns, c.stats.cwndBlocked, c.queueDrops.Load(), c.stats.sent, c.stats.recv, c.stats.lost, c.stats.ptos, c.loss.cc.CongestionWindow(), c.loss.ld.RTT().Smoothed(), c.closeErr)
 	if c.tls != nil {
 		c.tls.Close()
