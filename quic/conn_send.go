@@ -223,7 +223,19 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		last.end += pad
 	}
 	buf = append(buf, make([]byte, 16)...)
-	// Fill Length fields and seal every packet in place.
+	// Fill Length fields and seal every packet in place. What must wait
+	// until the datagram is complete runs in one deferred call: a defer
+	// inside the loop would allocate for every datagram.
+	var appSealed, discardInitial bool
+	var appPN uint64
+	defer func() {
+		if appSealed {
+			c.onSealed(now, appPN)
+		}
+		if discardInitial {
+			c.discardSpace(now, initialSpace)
+		}
+	}()
 	for i := 0; i < n; i++ {
 		p := &pkts[i]
 		if p.lenOff >= 0 {
@@ -247,7 +259,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		} else if p.space == appSpace {
 			k := c.appKeys.Write()
 			_, err = k.SealPacket(pkt, p.pnOff-p.start, p.pn)
-			defer c.onSealed(now, p.pn)
+			appSealed, appPN = true, p.pn // one 1-RTT packet per datagram, the last
 		} else {
 			_, err = c.spaces[p.space].writeKeys.SealPacket(pkt, p.pnOff-p.start, p.pn)
 		}
@@ -269,7 +281,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		if p.space == handshakeSpace && c.isClient && !c.spaces[initialSpace].discarded {
 			// RFC 9001 §4.9.1: "a client MUST discard Initial keys when it
 			// first sends a Handshake packet".
-			defer c.discardSpace(now, initialSpace)
+			discardInitial = true
 		}
 	}
 	if !c.isClient && !c.addrValidated {
