@@ -93,7 +93,7 @@ func NewAckTracker(space Space, maxAckDelay time.Duration) *AckTracker {
 		maxAckDelay:         maxAckDelay,
 		reorder:             1,
 		maxRanges:           DefaultMaxAckRanges,
-		ranges:              make([]AckRange, 0, DefaultMaxAckRanges),
+		ranges:              make([]AckRange, 0, 4), // grows with reordering; small while idle
 		largestAckEliciting: -1,
 		largestReported:     -1,
 	}
