@@ -49,6 +49,11 @@ type cidState struct {
 	// address, until a PATH_RESPONSE echoes it.
 	challenge        [8]byte
 	challengePending bool
+	// newAddrIP: the peer's new address differs from the old one in more
+	// than the port, so validating it resets congestion control and RTT
+	// (RFC 9000 §9.4); recoveryResets counts those resets.
+	newAddrIP      bool
+	recoveryResets int
 }
 
 // usePeerCID switches to an unused connection ID from the peer, retiring
@@ -251,6 +256,7 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
 	debugf("peer moved from %v to %v", c.peerAddr, addr)
 	c.mu.Lock()
+	c.cids.newAddrIP = c.peerAddr.Addr() != addr.Addr()
 	c.peerAddr = addr
 	c.mu.Unlock()
 	c.cids.usePeerCID()
@@ -265,4 +271,18 @@ func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
 // pathValidated ends the amplification limit on the peer's new address.
 func (c *Conn) pathValidated(now time.Time) {
 	c.addrValidated = true
+	// RFC 9000 §9.4: "On confirming a peer's ownership of its new
+	// address, an endpoint MUST immediately reset the congestion
+	// controller and round-trip time estimator for the new path to
+	// initial values ... unless the only change in the peer's address is
+	// its port number." Port-only changes (NAT rebinding) keep them, as
+	// the same section allows.
+	if c.cids.newAddrIP {
+		c.cids.newAddrIP = false
+		c.cids.recoveryResets++
+		c.loss.ld.RTT().Reset(0)
+		if r, ok := c.loss.cc.(interface{ Reset() }); ok {
+			r.Reset()
+		}
+	}
 }

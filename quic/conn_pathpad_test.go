@@ -78,6 +78,14 @@ func TestPathFramesPadded(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
+		// The client moved to a new IP address: validating it reset the
+		// server's congestion controller and RTT estimator (RFC 9000 §9.4).
+		sc := serverConn(sep)
+		var resets int
+		sc.run(t.Context(), func(time.Time) { resets = sc.cids.recoveryResets })
+		if resets != 1 {
+			t.Errorf("server reset recovery %d times after the client moved to a new IP, want 1", resets)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if len(challenges) == 0 || len(responses) == 0 {

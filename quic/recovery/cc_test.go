@@ -220,3 +220,24 @@ func TestCubicAppLimited(t *testing.T) {
 		t.Fatalf("epoch moved by %v, want the 3.9 s spent application limited", got)
 	}
 }
+
+// TestControllerReset: after losses shrink the window, Reset brings back
+// the initial window and slow start (RFC 9000 §9.4).
+func TestControllerReset(t *testing.T) {
+	for name, cc := range map[string]interface {
+		CongestionController
+		Reset()
+	}{"newreno": NewNewReno(1200), "cubic": NewCubic(1200)} {
+		now := time.Unix(0, 0)
+		initial := cc.CongestionWindow()
+		cc.OnCongestionEvent(now.Add(time.Second), now, 0)
+		cc.OnPersistentCongestion(now.Add(time.Second))
+		if cc.CongestionWindow() >= initial {
+			t.Fatalf("%s: window %d not reduced from %d", name, cc.CongestionWindow(), initial)
+		}
+		cc.Reset()
+		if cc.CongestionWindow() != initial || cc.SlowStartThreshold() != math.MaxInt {
+			t.Errorf("%s: after Reset window %d ssthresh %d, want %d and infinite", name, cc.CongestionWindow(), cc.SlowStartThreshold(), initial)
+		}
+	}
+}

@@ -158,3 +158,12 @@ func (c *Cubic) OnPersistentCongestion(now time.Time) {
 
 // SetMaxDatagramSize implements CongestionController.
 func (c *Cubic) SetMaxDatagramSize(size int) { c.setMaxDatagramSize(size) }
+
+// Reset returns the controller to its initial state (slow start, initial
+// window), keeping the datagram size and FastConvergence: RFC 9000 §9.4,
+// after a migration to a new path.
+func (c *Cubic) Reset() {
+	fc := c.FastConvergence
+	*c = *NewCubic(c.mds)
+	c.FastConvergence = fc
+}

@@ -67,3 +67,8 @@ func (c *NewReno) OnPersistentCongestion(now time.Time) {
 
 // SetMaxDatagramSize implements CongestionController.
 func (c *NewReno) SetMaxDatagramSize(size int) { c.setMaxDatagramSize(size) }
+
+// Reset returns the controller to its initial state (slow start, initial
+// window), keeping the datagram size: RFC 9000 §9.4, after a migration
+// to a new path.
+func (c *NewReno) Reset() { *c = *NewNewReno(c.mds) }
