@@ -132,11 +132,15 @@ var impls = map[string]*impl{
 	"quiver": {
 		name: "quiver", alpns: []string{peers.ALPNHQ, peers.ALPNH3}, proto: "udp", goProfile: true,
 		server: func(s *site) (cmdSpec, error) {
-			if err := only("gso", s.knobs.GSO, "on"); err != nil {
-				return cmdSpec{}, fmt.Errorf("%w (the engine has no GSO switch yet)", err)
+			if err := only("gso", s.knobs.GSO, "on", "off"); err != nil {
+				return cmdSpec{}, err
 			}
 			if _, err := goCipherEnv(s.knobs, false); err != nil {
 				return cmdSpec{}, err
+			}
+			var env []string
+			if s.knobs.GSO == "off" {
+				env = append(env, "QUIVER_DISABLE_GSO=true")
 			}
 			if s.knobs.CC != "" || s.knobs.AckRatio != 0 {
 				// quiver serve has no such flags: the bench's own hq-interop
@@ -156,10 +160,10 @@ var impls = map[string]*impl{
 				if s.knobs.AckRatio != 0 {
 					args = append(args, "--ack-ratio", strconv.Itoa(s.knobs.AckRatio))
 				}
-				return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+				return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
 			}
 			args := []string{"serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root, "--alpn", s.alpn}
-			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
 			env, err := goCipherEnv(s.knobs, true)

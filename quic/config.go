@@ -134,7 +134,9 @@ type Config struct {
 	// The fast-path switches below are endpoint settings (Listen,
 	// NewEndpoint and the package-level Dial take them from their Config);
 	// the zero value turns every offload on. They exist so that benchmarks
-	// can sweep each one.
+	// can sweep each one. The environment variables QUIVER_DISABLE_GSO,
+	// QUIVER_DISABLE_GRO and QUIVER_DISABLE_BATCHING set to "true" turn
+	// the same offloads off for every endpoint of the process.
 
 	// DisableGSO stops the engine from sending a run of equal-size
 	// datagrams in one system call with UDP generic segmentation offload

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -33,7 +34,11 @@ func newSockIO(c *net.UDPConn, cfg *Config) *sockIO {
 	if err != nil {
 		return nil
 	}
-	s := &sockIO{rc: rc, batch: !cfg.DisableBatching, gso: !cfg.DisableGSO}
+	// The environment can switch offloads off too, so that benchmarks
+	// sweep them in processes they do not configure (quiver serve, get).
+	s := &sockIO{rc: rc, batch: !cfg.DisableBatching && !envSwitch("QUIVER_DISABLE_BATCHING"),
+		gso: !cfg.DisableGSO && !envSwitch("QUIVER_DISABLE_GSO")}
+	noGRO := cfg.DisableGRO || envSwitch("QUIVER_DISABLE_GRO")
 	ok := false
 	rc.Control(func(fd uintptr) {
 		sa, err := unix.Getsockname(int(fd))
@@ -49,7 +54,7 @@ func newSockIO(c *net.UDPConn, cfg *Config) *sockIO {
 			return
 		}
 		ok = true
-		if !cfg.DisableGRO {
+		if !noGRO {
 			// Kernels before 5.0 refuse the option: reads then return
 			// single datagrams, which the reader handles alike.
 			s.gro = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) == nil
@@ -59,6 +64,12 @@ func newSockIO(c *net.UDPConn, cfg *Config) *sockIO {
 		return nil
 	}
 	return s
+}
+
+// envSwitch reports whether the environment variable name is "true" or "1".
+func envSwitch(name string) bool {
+	v := os.Getenv(name)
+	return v == "true" || v == "1"
 }
 
 // setSocketBuffers asks for size-byte send and receive buffers, with the

@@ -259,3 +259,19 @@ func BenchmarkLoopbackDownload(b *testing.B) {
 		})
 	}
 }
+
+// TestFastPathEnvironment checks the environment switches that benchmarks
+// use for processes they do not configure.
+func TestFastPathEnvironment(t *testing.T) {
+	t.Setenv("QUIVER_DISABLE_GSO", "true")
+	t.Setenv("QUIVER_DISABLE_GRO", "1")
+	t.Setenv("QUIVER_DISABLE_BATCHING", "true")
+	ep, err := Listen("udp", "127.0.0.1:0", testServerConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	if ep.sock == nil || ep.sock.gso || ep.sock.gro || ep.sock.batch {
+		t.Fatalf("environment switches not applied: %+v", ep.sock)
+	}
+}
