@@ -396,6 +396,15 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 			c.loss.probes[space]--
 		}
 	}
+	// RFC 9001 §5.4.2: "packets are padded so that the combined lengths of
+	// the encoded packet number and protected payload is at least 4 bytes
+	// longer than the sample required for header protection". Every
+	// packet needs this, not only a datagram's last: a short Handshake
+	// packet (a lone ACK) coalesced before a 1-RTT packet otherwise fails
+	// to seal, and the packets after it would never reach loss detection.
+	for len(buf)-p.pnOff < 4 {
+		buf = append(buf, byte(wire.FrameTypePadding))
+	}
 	p.end = len(buf)
 	p.pn = pn
 	sp.nextPN++
