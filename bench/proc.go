@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quiver-quic/quiver/internal/tailbuf"
 )
 
 // stopGrace is how long a server has to exit after SIGTERM before SIGKILL.
@@ -58,7 +60,7 @@ func (c cmdSpec) String() string {
 type proc struct {
 	spec cmdSpec
 	cmd  *exec.Cmd
-	out  *tail
+	out  *tailbuf.Buffer
 	done chan struct{}
 	err  error
 
@@ -72,7 +74,7 @@ func start(spec cmdSpec) (*proc, error) {
 	if spec.Netns != "" {
 		path, args = "ip", append([]string{"netns", "exec", spec.Netns, spec.Path}, spec.Args...)
 	}
-	p := &proc{spec: spec, out: &tail{max: 32 << 10}, done: make(chan struct{})}
+	p := &proc{spec: spec, out: &tailbuf.Buffer{Max: 32 << 10}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Env = append(os.Environ(), spec.Env...)
 	p.cmd.Stdout = p.out
@@ -194,29 +196,6 @@ func portBound(pid int, proto string, port int) bool {
 		f.Close()
 	}
 	return false
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
 
 // errUnsupported marks a setting an implementation cannot take; such a

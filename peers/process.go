@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quiver-quic/quiver/internal/tailbuf"
 )
 
 // stopGrace is how long a peer has to exit after SIGTERM before SIGKILL,
@@ -88,7 +90,7 @@ type Process struct {
 	LogFile string
 
 	cmd     *exec.Cmd
-	out     *tailWriter
+	out     *tailbuf.Buffer
 	logFile *os.File
 
 	done    chan struct{}
@@ -363,7 +365,7 @@ func (im Impl) RunClient(ctx context.Context, o ClientOpts) (*Result, error) {
 // start launches a peer in its own process group, with its output going to
 // a log file or an in-memory tail.
 func start(ctx context.Context, name, role, bin string, args, env []string, logDir string) (*Process, error) {
-	p := &Process{Impl: name, Role: role, out: &tailWriter{max: 64 << 10}, done: make(chan struct{})}
+	p := &Process{Impl: name, Role: role, out: &tailbuf.Buffer{Max: 64 << 10}, done: make(chan struct{})}
 	var w io.Writer = p.out
 	if logDir != "" {
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -487,27 +489,4 @@ func (p *Process) waitBound(ctx context.Context, port int, timeout time.Duration
 		case <-tick.C:
 		}
 	}
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
