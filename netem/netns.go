@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +36,10 @@ var (
 	NSRouterS     = netip.MustParseAddr("198.18.100.2")
 	NSServerAddr  = netip.MustParseAddr("198.18.100.100")
 	NSCrossServer = netip.MustParseAddr("198.18.100.110") // cross-traffic sender
+	// NSRebindPool is local to the router (an AnyIP route on its
+	// loopback) and routed through it from the server: a relay in the
+	// router draws the client's new addresses for rebind-addr from it.
+	NSRebindPool = netip.MustParsePrefix("198.18.100.128/25")
 )
 
 // NamespaceConfig configures a Namespaces topology.
@@ -131,6 +138,10 @@ func SetupNamespaces(ctx context.Context, cfg NamespaceConfig) (_ *Namespaces, e
 	}
 	run("ip", "-n", n.Client, "route", "add", "default", "via", NSRouterC.String())
 	run("ip", "-n", n.Server, "route", "add", "default", "via", NSRouterS.String())
+	// Every address of the rebind pool is the router's own (AnyIP), and
+	// the server reaches them through it rather than on its own subnet.
+	run("ip", "-n", n.Router, "route", "add", "local", NSRebindPool.String(), "dev", "lo")
+	run("ip", "-n", n.Server, "route", "add", NSRebindPool.String(), "via", NSRouterS.String())
 	fwd := "0"
 	if cfg.Forward {
 		fwd = "1"
@@ -187,6 +198,7 @@ func removeStaleNamespaces(ctx context.Context) {
 			continue // its owner still runs
 		}
 		ipCmd(ctx, "ip", "netns", "del", name)
+		os.RemoveAll(etcDir(name))
 	}
 }
 
@@ -204,8 +216,32 @@ func (n *Namespaces) Close() error {
 		if err := ipCmd(context.Background(), "ip", "netns", "del", ns); err != nil && !strings.Contains(err.Error(), "No such file") {
 			errs = append(errs, err)
 		}
+		if err := os.RemoveAll(etcDir(ns)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// etcDir is the folder whose files `ip netns exec` bind-mounts over /etc
+// for processes it starts in namespace ns.
+func etcDir(ns string) string { return filepath.Join("/etc/netns", ns) }
+
+// SetHosts gives the processes started in namespace ns through Command
+// (ip netns exec) their own /etc/hosts: each name resolves to its
+// addresses, as the interop design's hosts file does (§2.5).
+func (n *Namespaces) SetHosts(ns string, names map[string][]netip.Addr) error {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		for _, a := range names[name] {
+			fmt.Fprintf(&b, "%s\t%s\n", a, name)
+		}
+	}
+	if err := os.MkdirAll(etcDir(ns), 0o755); err != nil {
+		return fmt.Errorf("netem: hosts of %s: %w", ns, err)
+	}
+	return os.WriteFile(filepath.Join(etcDir(ns), "hosts"), []byte(b.String()), 0o644)
 }
 
 // Command returns argv that runs argv inside namespace ns.

@@ -168,3 +168,72 @@ func TestNamespacesTbf(t *testing.T) {
 		t.Errorf("tbf rate off by %+.1f %%", 100*dev)
 	}
 }
+
+// TestNamespacesTCPFlow runs the cross-traffic flow through the router's
+// 20 Mbit/s tbf for a second: it must fill most of the bottleneck and no
+// more, with Cubic set on the sender.
+func TestNamespacesTCPFlow(t *testing.T) {
+	const rate = 20e6
+	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, Forward: true})
+	f, err := n.StartTCPFlow(t.Context(), n.Server, NSCrossServer, n.Client, netip.AddrPortFrom(NSCrossClient, 5201), "cubic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait on the flow's own progress, not a sleep: a second of data at
+	// the bottleneck's rate, with a generous deadline.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Received() < rate/8 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, bps, err := f.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TCP %s through tbf %.0f Mbit/s: %d bytes, %.2f Mbit/s", f.CC, rate/1e6, got, bps/1e6)
+	if bps < 0.5*rate || bps > 1.1*rate {
+		t.Errorf("cross traffic at %.2f Mbit/s through a %.0f Mbit/s bottleneck", bps/1e6, rate/1e6)
+	}
+}
+
+// TestNamespacesRebindAddr rebinds the client's address through the relay
+// in the router: the server sees a new address from the rebind pool, and
+// answers to it come back.
+func TestNamespacesRebindAddr(t *testing.T) {
+	n := setupNamespaces(t, NamespaceConfig{})
+	srv := listenIn(t, n, n.Server, netip.AddrPortFrom(NSServerAddr, 443))
+	r, err := NewRelay(RelayConfig{Listen: netip.AddrPortFrom(NSRouterC, 443), Server: netip.AddrPortFrom(NSServerAddr, 443),
+		UpstreamAddr: NSRouterS, RebindPool: NSRebindPool, Rebind: Rebind{At: []time.Duration{0}, Addr: true},
+		ListenUDP: n.ListenUDP(n.Router)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	go func() { // echo
+		buf := make([]byte, 2048)
+		for {
+			k, from, err := srv.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDPAddrPort(append([]byte(from.Addr().String()+"|"), buf[:k]...), from)
+		}
+	}()
+	c := listenIn(t, n, n.Client, netip.AddrPortFrom(NSClientAddr, 0))
+	if _, err := c.WriteToUDPAddrPort([]byte("ping"), r.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2048)
+	k, _, err := c.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, _, _ := strings.Cut(string(buf[:k]), "|")
+	a, err := netip.ParseAddr(seen)
+	if err != nil || !NSRebindPool.Contains(a) {
+		t.Errorf("server saw the client as %q, want an address of %s", seen, NSRebindPool)
+	}
+}

@@ -30,9 +30,14 @@ type RelayConfig struct {
 	// Rebind, if set, rebinds every client's mapping on this schedule,
 	// counted from t0: the relay moves the client to a new server-facing
 	// socket, and server datagrams to the old one are dropped. With
-	// Rebind.Addr, the new socket also gets a new 127.0.0.x address, which
-	// needs an IPv4 loopback server.
+	// Rebind.Addr, the new socket also gets a new address: from
+	// RebindPool when set, else a 127.0.x.y address, which needs an IPv4
+	// loopback server.
 	Rebind Rebind
+	// RebindPool, if valid, is where address rebinding draws the new
+	// server-facing addresses from; they must be local to the relay
+	// (Namespaces make NSRebindPool local to the router).
+	RebindPool netip.Prefix
 	// Capture, if set, sees every datagram once the relay is armed. Calls
 	// are made with the relay's lock held.
 	Capture CaptureFunc
@@ -158,8 +163,11 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.ListenUDP == nil {
 		cfg.ListenUDP = net.ListenUDP
 	}
-	if cfg.Rebind.Addr && !(cfg.Server.Addr().Is4() && cfg.Server.Addr().IsLoopback()) {
-		return nil, fmt.Errorf("netem: relay: address rebinding needs an IPv4 loopback server, not %s", cfg.Server)
+	if cfg.Rebind.Addr && !cfg.RebindPool.IsValid() && !(cfg.Server.Addr().Is4() && cfg.Server.Addr().IsLoopback()) {
+		return nil, fmt.Errorf("netem: relay: address rebinding needs an IPv4 loopback server or a RebindPool, not %s", cfg.Server)
+	}
+	if p := cfg.RebindPool; p.IsValid() && (!p.Addr().Is4() || p.Bits() > 30) {
+		return nil, fmt.Errorf("netem: relay: rebind pool %s is not an IPv4 prefix of at least 4 addresses", p)
 	}
 	if cfg.SocketBuffer <= 0 {
 		cfg.SocketBuffer = defaultSocketBuffer
@@ -466,7 +474,7 @@ func (r *Relay) delivered(now time.Time, d *relayDirection, x *relayDelivery, p 
 func (r *Relay) openUpstream(s *relaySession, gen int) error {
 	local := netip.AddrPortFrom(r.cfg.UpstreamAddr, 0)
 	if r.cfg.Rebind.Addr && gen > 0 {
-		local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, byte(r.rng.IntN(256)), byte(2 + r.rng.IntN(253))}), 0)
+		local = netip.AddrPortFrom(r.poolAddr(), 0)
 	}
 	c, err := listenBatch(r.cfg.ListenUDP, local, r.cfg.SocketBuffer)
 	if err != nil {
@@ -482,6 +490,20 @@ func (r *Relay) openUpstream(s *relaySession, gen int) error {
 	r.readers.Add(1)
 	go r.readServer(sock)
 	return nil
+}
+
+// poolAddr draws a server-facing address for an address rebinding: from
+// the rebind pool, never its first or last address, or from 127.0.x.y.
+func (r *Relay) poolAddr() netip.Addr {
+	p := r.cfg.RebindPool
+	if !p.IsValid() {
+		return netip.AddrFrom4([4]byte{127, 0, byte(r.rng.IntN(256)), byte(2 + r.rng.IntN(253))})
+	}
+	base := p.Masked().Addr().As4()
+	size := uint32(1) << (32 - p.Bits())
+	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	n += 1 + uint32(r.rng.IntN(int(size-2)))
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
 // readServer reads one server-facing socket.
