@@ -76,6 +76,8 @@ type Measurement struct {
 	WallClock  float64 `json:"wall_clock_mbps"`
 	Artifacts  string  `json:"artifacts"`
 	ResultNote string  `json:"note,omitempty"`
+	// Cross is the competing TCP flow of a crosstraffic repetition.
+	Cross *CrossRecord `json:"cross_traffic,omitempty"`
 }
 
 // CellPaths are the artifacts of a cell, relative to the run folder.
@@ -107,6 +109,14 @@ type LinkRecord struct {
 	Rebindings    []netem.Rebinding `json:"rebindings,omitempty"`
 	StatsToServer netem.Stats       `json:"stats_to_server"`
 	StatsToClient netem.Stats       `json:"stats_to_client"`
+	// Namespaces names the client, router and server namespaces of the
+	// ns engine.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// KernelRateToClient is the router's tbf rate towards the client
+	// (bit/s), when the bottleneck is the kernel's.
+	KernelRateToClient int64 `json:"kernel_rate_to_client,omitempty"`
+	// CrossTraffic is the competing TCP flow, if the scenario has one.
+	CrossTraffic *CrossRecord `json:"cross_traffic,omitempty"`
 	// EffectiveLoss is the loss rate the burst cap leaves of the nominal
 	// one (§3.3).
 	EffectiveLoss    float64 `json:"effective_loss,omitempty"`
@@ -136,6 +146,9 @@ type Runner struct {
 	Strict bool
 	// Probe sends the version-negotiation probe to each server.
 	Probe bool
+	// Engine is the link engine: EngineAuto (the default), EngineProxy
+	// or EngineNS.
+	Engine string
 
 	mu    sync.Mutex
 	certs map[[2]int]string
@@ -192,11 +205,15 @@ func supported(server, client peers.Impl, tc *TestCase) (bool, string) {
 func (r *Runner) RunCell(ctx context.Context, server, client peers.Impl, tc *TestCase) *CellResult {
 	rel := filepath.Join(server.Name+"_"+client.Name, tc.Name)
 	rel = strings.ReplaceAll(rel, ":", "-")
-	if tc.Environment != "" {
-		return &CellResult{Result: Unsupported, Reason: "environment", Detail: tc.Environment}
+	engine, why := r.engineFor(tc)
+	if engine == "" {
+		return &CellResult{Result: Unsupported, Reason: "environment", Detail: why}
 	}
 	if ok, why := supported(server, client, tc); !ok {
 		return &CellResult{Result: Unsupported, Reason: "unsupported", Detail: why}
+	}
+	if tc.Judge == nil {
+		return &CellResult{Result: Unsupported, Reason: "unsupported", Detail: "the runner has no checks for " + tc.Name + " yet"}
 	}
 	for _, im := range []struct {
 		impl peers.Impl
@@ -207,24 +224,27 @@ func (r *Runner) RunCell(ctx context.Context, server, client peers.Impl, tc *Tes
 		}
 	}
 	if !tc.Measurement {
-		res, _ := r.runOnce(ctx, server, client, tc, rel, r.Seed)
+		res, _ := r.runOnce(ctx, engine, server, client, tc, rel, r.Seed)
 		return res
 	}
-	return r.measure(ctx, server, client, tc, rel)
+	return r.measure(ctx, engine, server, client, tc, rel)
 }
 
 // measure runs the repetitions of a measurement (§6.2).
-func (r *Runner) measure(ctx context.Context, server, client peers.Impl, tc *TestCase, rel string) *CellResult {
+func (r *Runner) measure(ctx context.Context, engine string, server, client peers.Impl, tc *TestCase, rel string) *CellResult {
 	out := &CellResult{Unit: "kbps", Method: "trace-span", Artifacts: rel}
 	var vals []float64
 	status := Succeeded
 	for i := 1; i <= tc.Repetitions; i++ {
-		res, cell := r.runOnce(ctx, server, client, tc, filepath.Join(rel, strconv.Itoa(i)), r.Seed+uint64(i))
+		res, cell := r.runOnce(ctx, engine, server, client, tc, filepath.Join(rel, strconv.Itoa(i)), r.Seed+uint64(i))
 		m := Measurement{Status: res.Result, Artifacts: res.Artifacts}
 		if res.Result == Succeeded && cell != nil {
 			m.TraceSpan, m.DataSpan = goodput(cell)
 			m.WallClock = float64(8*totalSize(cell.Files)) / res.DurationS / 1e6
 			m.Value = m.TraceSpan
+			if res.Scenario != nil {
+				m.Cross = res.Scenario.CrossTraffic
+			}
 			vals = append(vals, m.Value)
 		} else {
 			m.ResultNote = res.Reason + ": " + res.Detail
@@ -318,7 +338,7 @@ func (l *cellLog) printf(format string, args ...any) {
 
 // runOnce runs a pair through one test case once, in dir (relative to the
 // run folder), and judges it.
-func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *TestCase, rel string, seed uint64) (*CellResult, *Cell) {
+func (r *Runner) runOnce(ctx context.Context, engine string, server, client peers.Impl, tc *TestCase, rel string, seed uint64) (*CellResult, *Cell) {
 	res := &CellResult{Artifacts: rel}
 	dir := filepath.Join(r.Dir, rel)
 	start := time.Now()
@@ -338,7 +358,7 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 	}
 	defer out.Close()
 	lg := &cellLog{w: out, start: start}
-	lg.printf("%s: server %s, client %s, scenario %s, seed %d", tc.Name, server.Name, client.Name, tc.Scenario.Name, seed)
+	lg.printf("%s: server %s, client %s, scenario %s, engine %s, seed %d", tc.Name, server.Name, client.Name, tc.Scenario.Name, engine, seed)
 	res.Paths = &CellPaths{Output: filepath.Join(rel, "output.txt")}
 
 	certs, err := r.certDir(tc.Certs, tc.ExtraNames)
@@ -358,11 +378,6 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 	if err := os.MkdirAll(downloads, 0o755); err != nil {
 		return fail("setup", err)
 	}
-	host := "127.0.0.1"
-	if tc.Scenario.IPv6 {
-		host = "::1"
-	}
-
 	timeout := tc.Timeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
@@ -370,10 +385,20 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	lk, err := setupLink(cctx, engine, tc)
+	if err != nil {
+		lg.printf("link: %v", err)
+		return fail("setup", err)
+	}
+	defer lk.close()
+	if lk.ns != nil {
+		lg.printf("namespaces: client %s, router %s, server %s", lk.ns.Client, lk.ns.Router, lk.ns.Server)
+	}
+
 	serverKeys := filepath.Join(dir, "server", "keys.log")
 	clientKeys := filepath.Join(dir, "client", "keys.log")
 	srv, err := server.StartServer(cctx, peers.ServerOpts{
-		Addr: net.JoinHostPort(host, "0"), CertFile: filepath.Join(certs, "cert.pem"), KeyFile: filepath.Join(certs, "priv.key"),
+		Addr: lk.serverListen, Netns: lk.serverNS, CertFile: filepath.Join(certs, "cert.pem"), KeyFile: filepath.Join(certs, "priv.key"),
 		Root: www, Retry: tc.ServerCase == "retry", TestCase: tc.ServerCase,
 		KeylogFile: serverKeys, QlogDir: filepath.Join(dir, "server", "qlog"), LogDir: filepath.Join(dir, "server"),
 	})
@@ -404,7 +429,7 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 	}
 	lg.printf("server %s listening on %s", server.Name, serverAddr)
 	if r.Probe {
-		res.VNProbe = probeVN(cctx, serverAddr)
+		lk.doInRouter(func() { res.VNProbe = probeVN(cctx, serverAddr) })
 		lg.printf("version negotiation probe: %+v", *res.VNProbe)
 	}
 
@@ -420,15 +445,24 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 		return fail("setup", err)
 	}
 	lw, rw := netem.NewTraceWriter(left, netem.ClientTrace), netem.NewTraceWriter(right, netem.ServerTrace)
-	relay, err := netem.NewRelay(netem.RelayConfig{
-		Listen: netip.AddrPortFrom(serverAddr.Addr(), 0), Server: serverAddr,
-		ToServer: tc.Scenario.ToServer, ToClient: tc.Scenario.ToClient, Rebind: tc.Scenario.Rebind,
-		Seed: seed, Capture: netem.Tee(lw.Capture, rw.Capture), Unarmed: true,
-	})
+	rcfg := lk.relay
+	if !rcfg.Listen.IsValid() {
+		rcfg.Listen = netip.AddrPortFrom(serverAddr.Addr(), 0)
+	}
+	rcfg.Server, rcfg.Rebind, rcfg.Seed, rcfg.Unarmed = serverAddr, tc.Scenario.Rebind, seed, true
+	rcfg.ToServer, rcfg.ToClient = lk.scenarioLinks(tc.Scenario)
+	rcfg.Capture = netem.Tee(lw.Capture, rw.Capture)
+	relay, err := netem.NewRelay(rcfg)
 	if err == nil {
 		err = relay.Start(cctx)
 	}
 	if err != nil {
+		leftFile.Close()
+		rightFile.Close()
+		return fail("setup", err)
+	}
+	if err := lk.startCross(cctx, tc.Scenario, lg); err != nil {
+		relay.Stop()
 		leftFile.Close()
 		rightFile.Close()
 		return fail("setup", err)
@@ -439,10 +473,11 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 
 	var urls []string
 	for _, f := range fs {
-		urls = append(urls, "https://"+net.JoinHostPort(host, strconv.Itoa(int(relayAddr.Port())))+"/"+f.Name)
+		urls = append(urls, "https://"+net.JoinHostPort(lk.urlHost, strconv.Itoa(int(relayAddr.Port())))+"/"+f.Name)
 	}
 	cres, cerr := client.RunClient(cctx, peers.ClientOpts{
-		URLs: urls, OutDir: downloads, TestCase: tc.ClientCase, KeylogFile: clientKeys,
+		Netns: lk.clientNS,
+		URLs:  urls, OutDir: downloads, TestCase: tc.ClientCase, KeylogFile: clientKeys,
 		QlogDir: filepath.Join(dir, "client", "qlog"), CAFile: filepath.Join(certs, "ca.pem"), LogDir: filepath.Join(dir, "client"),
 	})
 	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
@@ -464,12 +499,19 @@ func (r *Runner) runOnce(ctx context.Context, server, client peers.Impl, tc *Tes
 		lg.printf("link to the server not drained within %v: %v", drainTimeout, err)
 	}
 	dcancel()
+	cross := lk.stopCross(lg)
 	stopServer()
 	relay.Stop()
 	ts, tcl := relay.Stats()
 	t0, _ := relay.Epoch()
-	link := &LinkRecord{Name: tc.Scenario.Name, Engine: "proxy", Seed: seed, Server: serverAddr, Relay: relayAddr, ToServer: tc.Scenario.ToServer, ToClient: tc.Scenario.ToClient,
-		Rebind: tc.Scenario.Rebind, T0: t0, Rebindings: relay.Rebindings(), StatsToServer: ts, StatsToClient: tcl}
+	link := &LinkRecord{Name: tc.Scenario.Name, Engine: engine, Seed: seed, Server: serverAddr, Relay: relayAddr, ToServer: rcfg.ToServer, ToClient: rcfg.ToClient,
+		Rebind: tc.Scenario.Rebind, T0: t0, Rebindings: relay.Rebindings(), StatsToServer: ts, StatsToClient: tcl, CrossTraffic: cross}
+	if lk.ns != nil {
+		link.Namespaces = []string{lk.ns.Client, lk.ns.Router, lk.ns.Server}
+		if tc.Scenario.KernelBottleneck {
+			link.KernelRateToClient = tc.Scenario.ToClient.Rate
+		}
+	}
 	if l := tc.Scenario.ToServer; l.Loss > 0 {
 		link.EffectiveLoss = netem.EffectiveLoss(l.Loss, l.MaxRun)
 	}

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quiver-quic/quiver/internal/leakcheck"
+	"github.com/quiver-quic/quiver/netem"
 	"github.com/quiver-quic/quiver/peers"
 )
 
@@ -64,5 +68,70 @@ func TestCellQuicGoHandshake(t *testing.T) {
 	res := runCell(t, "quic-go", "quic-go", "handshake")
 	if res.Result != Succeeded {
 		t.Fatalf("result %s: %s", res.Result, res.Detail)
+	}
+}
+
+// needNamespaces skips a test where the namespace engine cannot run, and
+// fails it instead with QUIVER_REQUIRE_PEERS=1 (CI runs as root).
+func needNamespaces(t *testing.T) {
+	t.Helper()
+	if err := netem.NamespacesAvailable(); err != nil {
+		if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+			t.Fatalf("QUIVER_REQUIRE_PEERS=1 but %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
+// TestCellNamespaces runs a short crosstraffic cell, Quiver server ←
+// quic-go client, in network namespaces: the endpoints in their own
+// namespaces, the relay and a 10 Mbit/s tbf in the router, and a TCP
+// Cubic flow through the same bottleneck. The QUIC and TCP goodputs must
+// share the bottleneck: together no more than it carries, and neither
+// starved.
+func TestCellNamespaces(t *testing.T) {
+	needNamespaces(t)
+	server, client := impl(t, "quiver"), impl(t, "quic-go")
+	tc := *testCase(t, "crosstraffic")
+	tc.Files = files(1, 2*mib, "crosstraffic-2MiB")
+	tc.Repetitions = 1
+	r := &Runner{Dir: t.TempDir(), Seed: 3}
+	res := r.RunCell(t.Context(), server, client, &tc)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if res.Result != Succeeded || len(res.Values) != 1 {
+		t.Fatalf("result %s: %s\n%s", res.Result, res.Detail, b)
+	}
+	// The repetition's link record says where it ran.
+	lb, err := os.ReadFile(filepath.Join(r.Dir, res.Values[0].Artifacts, "sim", "link.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link LinkRecord
+	if err := json.Unmarshal(lb, &link); err != nil {
+		t.Fatal(err)
+	}
+	if link.Engine != EngineNS || len(link.Namespaces) != 3 || link.KernelRateToClient != 10_000_000 || link.ToClient.Rate != 0 {
+		t.Errorf("link record: engine %q, namespaces %v, kernel rate %d, relay rate to client %d", link.Engine, link.Namespaces, link.KernelRateToClient, link.ToClient.Rate)
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, ns := range link.Namespaces {
+		if strings.Contains(string(out), ns) {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+	m := res.Values[0]
+	if m.Cross == nil || m.Cross.Bytes == 0 {
+		t.Fatalf("no cross traffic recorded: %+v", m.Cross)
+	}
+	quicMbps := m.DataSpan / 1000
+	t.Logf("QUIC %.2f Mbit/s (data span), TCP %s %.2f Mbit/s over its whole life", quicMbps, m.Cross.CC, m.Cross.Mbps)
+	// The TCP flow ran alone for its 5 s head start, so its average is
+	// above its share; what the two cannot do is exceed the bottleneck
+	// while they overlap, or leave QUIC with almost nothing.
+	if quicMbps > 9.9 || quicMbps < 0.5 {
+		t.Errorf("QUIC at %.2f Mbit/s beside a TCP flow through a 10 Mbit/s bottleneck", quicMbps)
+	}
+	if m.Cross.Mbps > 10.5 {
+		t.Errorf("TCP at %.2f Mbit/s through a 10 Mbit/s bottleneck", m.Cross.Mbps)
 	}
 }

@@ -22,6 +22,8 @@ type Matrix struct {
 	LogDir string
 	Seed   uint64
 	Strict bool
+	// Engine is the link engine (Runner.Engine).
+	Engine string
 	// Version is the runner's version, recorded in the extensions.
 	Version string
 	// Progress, if set, is called before (res nil) and after each cell.
@@ -104,7 +106,7 @@ func (m *Matrix) Run(ctx context.Context) (*Result, string, error) {
 		URLs: map[string]string{}, Tests: map[string]TestDesc{},
 		Quiver: Extensions{
 			Format: 1, Runner: map[string]string{"version": m.Version}, Seed: m.Seed, Strict: m.Strict,
-			Host: map[string]any{"engine": "proxy", "go": runtime.Version(), "cpus": runtime.NumCPU(), "os": runtime.GOOS + "/" + runtime.GOARCH,
+			Host: map[string]any{"engine": engineName(m.Engine), "go": runtime.Version(), "cpus": runtime.NumCPU(), "os": runtime.GOOS + "/" + runtime.GOARCH,
 				"kernel": kernelRelease()},
 			Implementations: map[string]ImplRecord{},
 		},
@@ -129,7 +131,7 @@ func (m *Matrix) Run(ctx context.Context) (*Result, string, error) {
 	for i := range n {
 		res.Results[i], res.Measurements[i], res.Quiver.Cells[i] = []TestOutcome{}, []MeasureOutcome{}, map[string]*CellResult{}
 	}
-	runner := &Runner{Dir: dir, Seed: m.Seed, Strict: m.Strict}
+	runner := &Runner{Dir: dir, Seed: m.Seed, Strict: m.Strict, Engine: m.Engine}
 	probed := map[string]bool{}
 	total, done := n*len(m.Tests), 0
 	for ci, client := range m.Clients {
@@ -236,4 +238,13 @@ func (r *Result) Cell(server, client, abbr string) *CellResult {
 		return nil
 	}
 	return r.Quiver.Cells[ci*len(r.Servers)+si][abbr]
+}
+
+// engineName is the engine recorded for a run; each cell's link.json
+// says which one it ran on.
+func engineName(e string) string {
+	if e == "" {
+		return EngineAuto
+	}
+	return e
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quiver-quic/quiver/netem"
 	"github.com/quiver-quic/quiver/peers"
 )
 
@@ -62,7 +63,7 @@ func TestMatrix(t *testing.T) {
 				for _, tc := range tcs {
 					cr := res.Quiver.Cells[ci*len(res.Servers)+si][tc.Abbr]
 					want := Succeeded
-					if tc.Environment != "" || !ok(servers[si], clients[ci], tc) {
+					if tc.Judge == nil || tc.NeedsNamespaces != "" && netem.NamespacesAvailable() != nil || !ok(servers[si], clients[ci], tc) {
 						want = Unsupported
 					}
 					if cr == nil || cr.Result != want {
@@ -159,7 +160,7 @@ func TestLookup(t *testing.T) {
 			t.Errorf("duplicate abbreviation %s", tc.Abbr)
 		}
 		seen[tc.Abbr] = true
-		if tc.Environment == "" && tc.Judge == nil {
+		if tc.NeedsNamespaces == "" && tc.Judge == nil {
 			t.Errorf("%s has no checks", tc.Name)
 		}
 	}

@@ -20,6 +20,14 @@ type Scenario struct {
 	// Lossy says that loss, corruption or a blackhole may make endpoints
 	// abandon handshake attempts, which HS(n) then tolerates (§4.3).
 	Lossy bool `json:"lossy,omitempty"`
+	// KernelBottleneck moves the rate and queue towards the client from
+	// the relay to a tbf qdisc on the router's egress (namespace engine),
+	// so that traffic the relay does not carry shares them.
+	KernelBottleneck bool `json:"kernel_bottleneck,omitempty"`
+	// CrossTraffic runs a TCP Cubic bulk flow from the server's side to
+	// the client's through the bottleneck, from 5 s before the client
+	// starts to the end (§3.6 crosstraffic).
+	CrossTraffic bool `json:"cross_traffic,omitempty"`
 }
 
 // defaultLink is the default scenario's direction: 10 Mbit/s, 15 ms one
@@ -53,9 +61,10 @@ type TestCase struct {
 	// Certs is the certificate chain length and ExtraNames the inflated
 	// leaf's extra names (amplificationlimit); 0 means the default.
 	Certs, ExtraNames int `json:"-"`
-	// Environment, when set, says why the proxy engine cannot run the
-	// test: it is reported unsupported with reason "environment".
-	Environment string `json:"-"`
+	// NeedsNamespaces, when set, says why the test needs the namespace
+	// engine; where that engine cannot run, the test is reported
+	// unsupported with reason "environment".
+	NeedsNamespaces string `json:"-"`
 	// Judge applies the test's checks.
 	Judge func(c *Cell) `json:"-"`
 	// Measurement tests repeat the transfer and report a number.
@@ -88,6 +97,8 @@ func Catalogue() []*TestCase {
 	ampl.ToServer.DropList = []int{2, 3, 4, 5, 6, 7}
 	v6 := def
 	v6.IPv6 = true
+	cross := def
+	cross.Name, cross.KernelBottleneck, cross.CrossTraffic = "crosstraffic", true, true
 	return []*TestCase{
 		{Name: "handshake", Abbr: "H", Desc: "Handshake completes successfully.", ServerCase: "handshake", ClientCase: "handshake",
 			Files: files(1, kib, "handshake-1KiB"), Scenario: def, Judge: judgeHandshake},
@@ -148,7 +159,7 @@ func Catalogue() []*TestCase {
 			Files: files(1, 10*mib, "rebind-addr-10MiB"), Scenario: rebindAddr, KeyLog: true, Judge: judgeRebind},
 		{Name: "connectionmigration", Abbr: "CM", Desc: "Client uses server's preferred address.", ServerCase: "connectionmigration", ClientCase: "transfer",
 			Files: files(1, 2*mib, "migration-2MiB"), Scenario: def, KeyLog: true,
-			Environment: "the proxy engine cannot route the client to the server's preferred address (§3.5)"},
+			NeedsNamespaces: "the proxy engine cannot route the client to the server's preferred address (§3.5)"},
 		{Name: "versionnegotiation", Abbr: "V", Desc: "Client greases the version; the server answers with Version Negotiation and the client completes a v1 connection.",
 			ServerCase: "versionnegotiation", ClientCase: "versionnegotiation", Files: files(1, kib, "vn-1KiB"), Scenario: def, Judge: judgeVersionNegotiation},
 		{Name: "ackfrequency", Abbr: "AF", Desc: "The data sender asks for fewer ACKs with ACK_FREQUENCY (project).", ServerCase: "ackfrequency", ClientCase: "ackfrequency",
@@ -156,8 +167,8 @@ func Catalogue() []*TestCase {
 		{Name: "goodput", Abbr: "G", Desc: "Measures connection goodput over a 10 Mbit/s link.", ServerCase: "transfer", ClientCase: "transfer",
 			Files: files(1, 10*mib, "goodput-10MiB"), Scenario: def, Measurement: true, Repetitions: 5, Judge: judgeBasic},
 		{Name: "crosstraffic", Abbr: "C", Desc: "Measures goodput over a 10 Mbit/s link when competing with a TCP (cubic) connection.",
-			ServerCase: "transfer", ClientCase: "transfer", Files: files(1, 25*mib, "crosstraffic-25MiB"), Scenario: def, Measurement: true, Repetitions: 5,
-			Timeout: 180 * time.Second, Environment: "the proxy engine has no shared bottleneck for a TCP flow (§3.5)"},
+			ServerCase: "transfer", ClientCase: "transfer", Files: files(1, 25*mib, "crosstraffic-25MiB"), Scenario: cross, Measurement: true, Repetitions: 5,
+			Timeout: 180 * time.Second, Judge: judgeBasic, NeedsNamespaces: "the proxy engine has no shared bottleneck for a TCP flow (§3.5)"},
 	}
 }
 

@@ -57,6 +57,9 @@ type ServerOpts struct {
 	ReadyTimeout time.Duration
 	// ExtraArgs are appended to the implementation's own options.
 	ExtraArgs []string
+	// Netns, when set, starts the server inside that network namespace
+	// (ip netns exec, as root), so that it binds and routes there.
+	Netns string
 }
 
 // ClientOpts says how to run a client.
@@ -78,6 +81,8 @@ type ClientOpts struct {
 	// LogDir as in ServerOpts, with NAME-client.log.
 	LogDir    string
 	ExtraArgs []string
+	// Netns as in ServerOpts.
+	Netns string
 }
 
 // Process is a running peer.
@@ -219,7 +224,7 @@ func (im Impl) StartServer(ctx context.Context, o ServerOpts) (*Process, error) 
 			extra: o.ExtraArgs,
 		}
 		args, env := cmd.build(v)
-		p, err := start(ctx, im.Name, "server", bin, args, env, o.LogDir)
+		p, err := start(ctx, im.Name, "server", bin, args, env, o.LogDir, o.Netns)
 		if err != nil {
 			return nil, err
 		}
@@ -321,7 +326,7 @@ func (im Impl) RunClient(ctx context.Context, o ClientOpts) (*Result, error) {
 	}
 	args, env := cmd.build(v)
 	begin := time.Now()
-	p, err := start(ctx, im.Name, "client", bin, args, env, o.LogDir)
+	p, err := start(ctx, im.Name, "client", bin, args, env, o.LogDir, o.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +368,15 @@ func (im Impl) RunClient(ctx context.Context, o ClientOpts) (*Result, error) {
 }
 
 // start launches a peer in its own process group, with its output going to
-// a log file or an in-memory tail.
-func start(ctx context.Context, name, role, bin string, args, env []string, logDir string) (*Process, error) {
+// a log file or an in-memory tail; in network namespace netns if set.
+func start(ctx context.Context, name, role, bin string, args, env []string, logDir, netns string) (*Process, error) {
+	if netns != "" {
+		// ip(8) joins the namespace and execs the peer in the same
+		// process, so the process group, the exit status and the sockets
+		// under /proc/PID/net are the peer's own.
+		args = append([]string{"netns", "exec", netns, bin}, args...)
+		bin = "ip"
+	}
 	p := &Process{Impl: name, Role: role, out: &tailbuf.Buffer{Max: 64 << 10}, done: make(chan struct{})}
 	var w io.Writer = p.out
 	if logDir != "" {

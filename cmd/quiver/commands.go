@@ -87,7 +87,7 @@ func testCommand() *command {
 }
 
 type interopOpts struct {
-	clients, servers, tests, out string
+	clients, servers, tests, out, engine string
 }
 
 func interopCommand() *command {
@@ -97,6 +97,7 @@ func interopCommand() *command {
 		usage:   "[flags] | endpoint [endpoint flags] [URL...]",
 		examples: []string{
 			"quiver interop --clients quiver,quic-go --servers quic-go,x/net,ngtcp2 --tests handshake,transfer",
+			"quiver interop --engine ns --clients quic-go --servers quiver --tests crosstraffic,rebind-addr",
 			"ROLE=server TESTCASE=handshake WWW=./www CERTS=./certs PORT=4433 quiver interop endpoint",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
@@ -105,6 +106,7 @@ func interopCommand() *command {
 			fs.StringVar(&o.servers, "servers", "all", "server `implementations`, comma-separated")
 			fs.StringVar(&o.tests, "tests", "all", "test `cases`, comma-separated")
 			fs.StringVar(&o.out, "out", "interop-results", "`directory` for result.json, the matrix page and logs")
+			fs.StringVar(&o.engine, "engine", interop.EngineAuto, "link `engine`: auto (network namespaces, as root, for the tests that need them; loopback relay otherwise), proxy (loopback relay only) or ns (namespaces for every IPv4 test)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -132,7 +134,12 @@ func interopCommand() *command {
 			if err != nil {
 				return fmt.Errorf("%w: --tests: %v", errUsage, err)
 			}
-			m := &interop.Matrix{Servers: servers, Clients: clients, Tests: tests, LogDir: o.out,
+			switch o.engine {
+			case interop.EngineAuto, interop.EngineProxy, interop.EngineNS:
+			default:
+				return fmt.Errorf("%w: --engine %q: want auto, proxy or ns", errUsage, o.engine)
+			}
+			m := &interop.Matrix{Servers: servers, Clients: clients, Tests: tests, LogDir: o.out, Engine: o.engine,
 				Seed: uint64(time.Now().UnixNano()), Version: version, Progress: interop.Progress(env.stderr)}
 			res, dir, err := m.Run(ctx)
 			if res != nil {
