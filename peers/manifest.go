@@ -144,13 +144,13 @@ var (
 	quicgoServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3",
 		"multiconnect", "chacha20", "keyupdate", "v2", "ecn", "versionnegotiation"}
 	quicgoClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3",
-		"multiconnect", "keyupdate", "v2", "ecn"}
+		"multiconnect", "chacha20", "keyupdate", "v2", "ecn"}
 	// Kept in step with interop/endpoint's ServerCases and ClientCases
 	// (a test there checks it; peers does not import the engine).
 	quiverServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
 		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 	quiverClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"keyupdate", "ecn", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 )
 
 // manifest is every implementation Quiver knows how to start.

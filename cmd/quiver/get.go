@@ -15,7 +15,7 @@ import (
 type getOpts struct {
 	alpn, out, qlog, keylog string
 	insecure                bool
-	cpuprofile              string
+	cpuprofile, cipher      string
 }
 
 func getCommand() *command {
@@ -26,6 +26,7 @@ func getCommand() *command {
 		examples: []string{
 			"quiver get --insecure https://127.0.0.1:4433/index.html",
 			"quiver get --alpn hq-interop --out ./downloads --keylog keys.log https://127.0.0.1:4433/a https://127.0.0.1:4433/b",
+			"quiver get --insecure --cipher chacha20 https://127.0.0.1:4433/index.html",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &getOpts{}
@@ -35,6 +36,7 @@ func getCommand() *command {
 			fs.StringVar(&o.keylog, "keylog", "", "append TLS secrets to `file` (SSLKEYLOGFILE format)")
 			fs.BoolVar(&o.insecure, "insecure", false, "accept any server certificate")
 			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
+			fs.StringVar(&o.cipher, "cipher", "", cipherFlagUsage)
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -42,6 +44,11 @@ func getCommand() *command {
 			if len(args) == 0 {
 				return fmt.Errorf("%w: get takes at least one URL", errUsage)
 			}
+			restore, err := restrictCiphers(o.cipher)
+			if err != nil {
+				return err
+			}
+			defer restore()
 			stopProfile, err := startCPUProfile(o.cpuprofile)
 			if err != nil {
 				return err

@@ -10,13 +10,14 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/keylog"
+	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/transfer"
 )
 
 type serveOpts struct {
 	addr, root, alpn, qlog, keylog, cert, key string
 	retry                                     bool
-	cpuprofile                                string
+	cpuprofile, cipher                        string
 }
 
 func serveCommand() *command {
@@ -27,6 +28,7 @@ func serveCommand() *command {
 		examples: []string{
 			"quiver serve --addr 127.0.0.1:4433 --root ./www",
 			"quiver serve --addr 127.0.0.1:4433 --root ./www --alpn h3 --retry --qlog ./qlog --keylog keys.log",
+			"quiver serve --addr 127.0.0.1:4433 --root ./www --cipher chacha20",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &serveOpts{}
@@ -39,6 +41,7 @@ func serveCommand() *command {
 			fs.StringVar(&o.cert, "cert", "", "certificate `file` (PEM); default: a generated self-signed one")
 			fs.StringVar(&o.key, "key", "", "private key `file` (PEM) for --cert")
 			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
+			fs.StringVar(&o.cipher, "cipher", "", cipherFlagUsage)
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -46,6 +49,11 @@ func serveCommand() *command {
 			if len(args) > 0 {
 				return fmt.Errorf("%w: serve takes no arguments", errUsage)
 			}
+			restore, err := restrictCiphers(o.cipher)
+			if err != nil {
+				return err
+			}
+			defer restore()
 			stopProfile, err := startCPUProfile(o.cpuprofile)
 			if err != nil {
 				return err
@@ -90,6 +98,26 @@ func serveCommand() *command {
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
+// cipherFlagUsage documents --cipher for serve and get.
+const cipherFlagUsage = "TLS 1.3 cipher `suites` to offer or accept, comma-separated: aes128, aes256, chacha20 (default: crypto/tls's choice)"
+
+// restrictCiphers applies --cipher: crypto/tls has no per-connection choice
+// of TLS 1.3 suites, so the list applies to the whole process.
+func restrictCiphers(list string) (restore func(), err error) {
+	if list == "" {
+		return func() {}, nil
+	}
+	var suites []uint16
+	for _, name := range splitList(list) {
+		s, err := quic.ParseTLS13Suite(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --cipher: %v", errUsage, err)
+		}
+		suites = append(suites, s)
+	}
+	return quic.RestrictTLS13Suites(suites...)
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

@@ -90,4 +90,14 @@ func TestServeBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--root", "/nonexistent/dir"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "nonexistent") {
 		t.Errorf("missing root: exit %d, %s", code, errb.String())
 	}
+	for _, cmd := range []string{"serve", "get"} {
+		errb.Reset()
+		args := []string{cmd, "--cipher", "aes128,rc4"}
+		if cmd == "get" {
+			args = append(args, "https://127.0.0.1:1/")
+		}
+		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown cipher "rc4"`) {
+			t.Errorf("%s --cipher rc4: exit %d, %s", cmd, code, errb.String())
+		}
+	}
 }

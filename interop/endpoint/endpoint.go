@@ -45,17 +45,17 @@ import (
 const ExitUnsupported = 127
 
 // The endpoint TESTCASE values each role supports, and why the others are
-// not: the engine has no preferred_address (connectionmigration: a server
-// would have to offer one, and the client follows none), no compatible
-// version negotiation (RFC 9368), which "v2" needs from a client, and
-// crypto/tls cannot restrict a client's TLS 1.3 cipher suites (chacha20);
-// ackfrequency is not declared, since the file server has no knob for the
-// engine's ACK frequency policy yet.
+// not: connectionmigration needs the server to offer a preferred_address
+// and the client to follow it; ackfrequency is not declared, since the
+// file server has no knob for the engine's ACK frequency policy yet. A
+// chacha20 client restricts crypto/tls's process-wide TLS 1.3 suites
+// (quic.RestrictTLS13Suites); a v2 client starts in v1 and offers v2 in
+// version_information for the server to upgrade (RFC 9368).
 var (
 	ServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
 		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 	ClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"keyupdate", "ecn", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 )
 
 // greaseVersion is the reserved version (RFC 9000 §15: 0x?a?a?a?a) a
@@ -162,7 +162,10 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 		Versions: []uint32{quic.Version1},
 	}
 	if o.testcase == "v2" {
-		cfg.Versions = []uint32{quic.Version1, quic.Version2}
+		// v2 first: a client that starts in v1 and offers v2 in its
+		// version_information is upgraded (RFC 9368 §2.3); one that starts
+		// in v2 stays there.
+		cfg.Versions = []uint32{quic.Version2, quic.Version1}
 	}
 	if o.testcase == "http3" {
 		cfg.ALPN = []string{h3.ALPNH3}
@@ -230,6 +233,17 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 		// Start with a reserved version; the server's Version
 		// Negotiation packet makes the engine restart in v1 (§5.23).
 		cfg.Versions = []uint32{greaseVersion, quic.Version1}
+	case "v2":
+		// RFC 9369 via RFC 9368: start in v1, offer v2 as compatible.
+		cfg.Versions = []uint32{quic.Version1, quic.Version2}
+	case "chacha20":
+		// Offer TLS_CHACHA20_POLY1305_SHA256 only. The setting is
+		// process-wide; this process is this one client.
+		restore, err := quic.RestrictTLS13Suites(tls.TLS_CHACHA20_POLY1305_SHA256)
+		if err != nil {
+			return err
+		}
+		defer restore()
 	case "resumption", "zerortt":
 		tickets = newTicketCache()
 		tc.ClientSessionCache = tickets
@@ -339,8 +353,9 @@ func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 	}
 	wg.Wait()
 	info = conn.ConnectionInfo()
-	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v",
-		len(urls), info.Version, info.Resumed, info.Used0RTT, info.VersionNegotiated)
+	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v, cipher %s",
+		len(urls), info.Version, info.Resumed, info.Used0RTT, info.VersionNegotiated,
+		tls.CipherSuiteName(conn.ConnectionState().CipherSuite))
 	if cc != nil {
 		cc.Close()
 		conn.Close(uint64(h3.ErrCodeNoError), "")

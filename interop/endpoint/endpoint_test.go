@@ -27,8 +27,7 @@ func TestUnsupportedExits127(t *testing.T) {
 		{"ROLE": "client", "TESTCASE": "no-such-test", "REQUESTS": "https://127.0.0.1:1/x"},
 		{"ROLE": "server", "TESTCASE": "connectionmigration"},
 		{"ROLE": "server", "TESTCASE": "ackfrequency"},
-		{"ROLE": "client", "TESTCASE": "chacha20", "REQUESTS": "https://127.0.0.1:1/x"},
-		{"ROLE": "client", "TESTCASE": "v2", "REQUESTS": "https://127.0.0.1:1/x"},
+		{"ROLE": "client", "TESTCASE": "ackfrequency", "REQUESTS": "https://127.0.0.1:1/x"},
 	} {
 		if got := Main(context.Background(), nil, env(c), io.Discard); got != ExitUnsupported {
 			t.Errorf("%v: exit %d, want %d", c, got, ExitUnsupported)
@@ -77,7 +76,8 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // the test cases that change how the client connects, and checks from the
 // client's own report that it did what the case asks: a second connection
 // that resumes (resumption), that also carries 0-RTT (zerortt), and a
-// connection that went through Version Negotiation (versionnegotiation).
+// connection that went through Version Negotiation (versionnegotiation),
+// one upgraded to v2 (v2) and one that offered only ChaCha20 (chacha20).
 func TestClientCases(t *testing.T) {
 	dir := t.TempDir()
 	cert, key, err := peers.WriteSelfSignedCert(dir)
@@ -98,6 +98,9 @@ func TestClientCases(t *testing.T) {
 		{"resumption", []string{"resumed true", "0-RTT false"}},
 		{"zerortt", []string{"resumed true", "0-RTT true"}},
 		{"versionnegotiation", []string{"version 0x1,", "version negotiated true"}},
+		{"v2", []string{"version 0x6b3343cf,", "version negotiated false"}},
+		{"chacha20", []string{"cipher TLS_CHACHA20_POLY1305_SHA256"}},
+		{"handshake", []string{"cipher TLS_AES_128_GCM_SHA256"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())

@@ -58,14 +58,14 @@ var (
 		"zerortt": true, "http3": true, "multiconnect": true, "chacha20": true,
 		"keyupdate": true, "v2": true, "ecn": true, "versionnegotiation": true,
 	}
-	// The client cannot run chacha20 (crypto/tls cannot restrict the TLS 1.3
-	// suites), versionnegotiation (quic-go cannot start with an unknown
-	// version) or connectionmigration (quic-go does not use a server's
-	// preferred_address).
+	// The client cannot run versionnegotiation (quic-go cannot start with
+	// an unknown version) or connectionmigration (quic-go does not use a
+	// server's preferred_address). chacha20 narrows crypto/tls's
+	// process-wide TLS 1.3 suites (ciphers.go).
 	clientCases = map[string]bool{
 		"": true, "handshake": true, "transfer": true, "retry": true, "resumption": true,
 		"zerortt": true, "http3": true, "multiconnect": true, "keyupdate": true,
-		"v2": true, "ecn": true,
+		"v2": true, "ecn": true, "chacha20": true,
 	}
 )
 
@@ -270,6 +270,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("ALPN %q: %w (want %s or %s)", cfg.alpn, errUnsupported, alpnHQ, alpnH3)
 		}
 		cfg.zeroRTT = cfg.zeroRTT || cfg.testcase == "zerortt"
+		if cfg.testcase == "chacha20" {
+			offerOnlyChaCha20()
+		}
 	default:
 		return nil, fmt.Errorf("role %q: want server or client", cfg.role)
 	}

@@ -1,0 +1,82 @@
+package quic
+
+import (
+	"crypto/tls"
+	"fmt"
+	"sync"
+	_ "unsafe" // go:linkname
+)
+
+// crypto/tls chooses TLS 1.3 cipher suites itself: Config.CipherSuites
+// applies to TLS 1.2 only, and a client offers AES-128-GCM, ChaCha20 and
+// AES-256-GCM in an order that depends on AES hardware support. RFC 9001
+// §5.3 lets any TLS 1.3 suite protect QUIC packets, and interop test cases
+// ("chacha20") and conformance scenarios (tls-chacha20-only,
+// tls-aes256-only) need a client that offers exactly one. The only handle
+// crypto/tls exposes for that is the process-wide preference list it keeps
+// for TLS 1.3, which it marks as reachable by go:linkname (go.dev/issue/67401).
+// Clients offer exactly that list and servers choose only from it.
+
+//go:linkname tls13Suites crypto/tls.defaultCipherSuitesTLS13
+var tls13Suites []uint16
+
+//go:linkname tls13SuitesNoAES crypto/tls.defaultCipherSuitesTLS13NoAES
+var tls13SuitesNoAES []uint16
+
+// suitesMu serialises changes to the process-wide lists.
+var suitesMu sync.Mutex
+
+// TLS13Suites are the TLS 1.3 cipher suites every crypto/tls client in this
+// process offers, in order, and every server accepts, as crypto/tls holds them
+// now.
+func TLS13Suites() []uint16 {
+	suitesMu.Lock()
+	defer suitesMu.Unlock()
+	return append([]uint16(nil), tls13Suites...)
+}
+
+// RestrictTLS13Suites makes every crypto/tls client in this process offer
+// exactly suites (in that order) and every server choose only among them,
+// until restore is called. The setting is process-wide, not per connection:
+// call it before any handshake starts and restore after the last one ends
+// (crypto/tls reads the lists without locking). An empty list or a suite that
+// is not a TLS 1.3 suite is an error and changes nothing.
+func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
+	if len(suites) == 0 {
+		return nil, fmt.Errorf("quic: RestrictTLS13Suites needs at least one suite")
+	}
+	for _, s := range suites {
+		switch s {
+		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256:
+		default:
+			return nil, fmt.Errorf("quic: %s (%#04x) is not a TLS 1.3 cipher suite", tls.CipherSuiteName(s), s)
+		}
+	}
+	suitesMu.Lock()
+	defer suitesMu.Unlock()
+	saved, savedNoAES := tls13Suites, tls13SuitesNoAES
+	tls13Suites = append([]uint16(nil), suites...)
+	tls13SuitesNoAES = append([]uint16(nil), suites...)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			suitesMu.Lock()
+			defer suitesMu.Unlock()
+			tls13Suites, tls13SuitesNoAES = saved, savedNoAES
+		})
+	}, nil
+}
+
+// ParseTLS13Suite maps a cipher name as users write it (aes128, aes256,
+// chacha20, or the IANA name) to its TLS 1.3 suite.
+func ParseTLS13Suite(name string) (uint16, error) {
+	switch name {
+	case "aes128", "aes128gcm", "aes-128-gcm", "TLS_AES_128_GCM_SHA256":
+		return tls.TLS_AES_128_GCM_SHA256, nil
+	case "aes256", "aes256gcm", "aes-256-gcm", "TLS_AES_256_GCM_SHA384":
+		return tls.TLS_AES_256_GCM_SHA384, nil
+	case "chacha20", "chacha20poly1305", "chacha20-poly1305", "TLS_CHACHA20_POLY1305_SHA256":
+		return tls.TLS_CHACHA20_POLY1305_SHA256, nil
+	}
+	return 0, fmt.Errorf("unknown cipher %q (want aes128, aes256 or chacha20)", name)
+}

@@ -1,0 +1,110 @@
+package quic
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+)
+
+// TestRestrictTLS13Suites runs a transfer with each TLS 1.3 suite as the only
+// one offered and checks both ends negotiated it and the data arrived intact:
+// the packet protection of RFC 9001 §5.3 must work with every suite.
+func TestRestrictTLS13Suites(t *testing.T) {
+	for _, name := range []string{"aes128", "aes256", "chacha20"} {
+		t.Run(name, func(t *testing.T) {
+			suite, err := ParseTLS13Suite(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restore, err := RestrictTLS13Suites(suite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer restore()
+			if got := TLS13Suites(); len(got) != 1 || got[0] != suite {
+				t.Fatalf("TLS13Suites() = %x, want [%x]", got, suite)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ep, err := Listen("udp", "127.0.0.1:0", testServerConfig(t, "hq-interop"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			accepted := make(chan *Conn, 1)
+			go func() {
+				c, err := ep.Accept(ctx)
+				if err != nil {
+					return
+				}
+				accepted <- c
+				s, err := c.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				io.ReadAll(s)
+				s.Write(pattern(300 << 10))
+				s.CloseWrite()
+			}()
+			c, err := Dial(ctx, "udp", ep.Addr().String(), testClientConfig(t, "hq-interop"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(0, "")
+			s, err := c.OpenStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprint(s, "GET /\r\n")
+			s.CloseWrite()
+			got, err := io.ReadAll(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, pattern(300<<10)) {
+				t.Fatalf("body differs: %d bytes", len(got))
+			}
+			if cs := c.ConnectionState().CipherSuite; cs != suite {
+				t.Errorf("client negotiated %s, want %s", tls.CipherSuiteName(cs), tls.CipherSuiteName(suite))
+			}
+			sc := <-accepted
+			if cs := sc.ConnectionState().CipherSuite; cs != suite {
+				t.Errorf("server negotiated %s, want %s", tls.CipherSuiteName(cs), tls.CipherSuiteName(suite))
+			}
+		})
+	}
+	if got := TLS13Suites(); len(got) != 3 {
+		t.Errorf("after restore TLS13Suites() = %x, want the three defaults", got)
+	}
+}
+
+func TestRestrictTLS13SuitesRejects(t *testing.T) {
+	before := TLS13Suites()
+	for _, bad := range [][]uint16{nil, {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}} {
+		if _, err := RestrictTLS13Suites(bad...); err == nil {
+			t.Errorf("RestrictTLS13Suites(%x) accepted", bad)
+		}
+	}
+	if got := TLS13Suites(); !equalSuites(got, before) {
+		t.Errorf("a rejected call changed the suites: %x, was %x", got, before)
+	}
+	if _, err := ParseTLS13Suite("rc4"); err == nil {
+		t.Error("ParseTLS13Suite(rc4) accepted")
+	}
+}
+
+func equalSuites(a, b []uint16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
