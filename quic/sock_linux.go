@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -20,12 +21,26 @@ import (
 
 // sockIO is the raw access to an endpoint's UDP socket.
 type sockIO struct {
-	rc     syscall.RawConn
-	family int  // AF_INET or AF_INET6: how to write the peer's address
-	gro    bool // UDP_GRO is on: reads may return several datagrams
-	batch  bool // recvmmsg / sendmmsg rather than recvmsg / sendmsg
-	gso    bool // Config.DisableGSO is off
+	rc       syscall.RawConn
+	family   int  // AF_INET or AF_INET6: how to write the peer's address
+	groAllow bool // Config.DisableGRO is off: the reader may turn UDP_GRO on
+	batch    bool // recvmmsg / sendmmsg rather than recvmsg / sendmsg
+	gso      bool // Config.DisableGSO is off
+	// gro is set once UDP_GRO is on (see groAfter): reads may then return
+	// several datagrams per message. Only the reader writes it.
+	gro atomic.Bool
 }
+
+// groAfter is how many datagrams an endpoint receives before its reader
+// turns UDP_GRO on. Turning it on is not free: the first socket of an
+// address family with GRO (or any UDP encapsulation) on flips a static key
+// in the kernel, and its close flips it back, each a patch of kernel text
+// that costs hundreds of microseconds. A client that dials from a fresh
+// socket for one short exchange (a handshake, a small request) paid that
+// twice per connection, more than the handshake's cryptography, for
+// nothing; a transfer large enough to gain from GRO passes this count in
+// its first round trips.
+const groAfter = 64
 
 // newSockIO prepares c for the fast path as cfg asks. It returns nil if
 // the socket gives no raw access.
@@ -38,7 +53,7 @@ func newSockIO(c *net.UDPConn, cfg *Config) *sockIO {
 	// sweep them in processes they do not configure (quiver serve, get).
 	s := &sockIO{rc: rc, batch: !cfg.DisableBatching && !envSwitch("QUIVER_DISABLE_BATCHING"),
 		gso: !cfg.DisableGSO && !envSwitch("QUIVER_DISABLE_GSO")}
-	noGRO := cfg.DisableGRO || envSwitch("QUIVER_DISABLE_GRO")
+	s.groAllow = !cfg.DisableGRO && !envSwitch("QUIVER_DISABLE_GRO")
 	ok := false
 	rc.Control(func(fd uintptr) {
 		sa, err := unix.Getsockname(int(fd))
@@ -54,11 +69,6 @@ func newSockIO(c *net.UDPConn, cfg *Config) *sockIO {
 			return
 		}
 		ok = true
-		if !noGRO {
-			// Kernels before 5.0 refuse the option: reads then return
-			// single datagrams, which the reader handles alike.
-			s.gro = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) == nil
-		}
 	})
 	if !ok {
 		return nil
@@ -134,9 +144,23 @@ func newMmsgReader(size int) *mmsgReader {
 	return r
 }
 
+// enableGRO turns UDP_GRO on and reports whether the kernel accepted it.
+// Kernels before 5.0 refuse the option: reads then keep returning single
+// datagrams, which the reader handles alike.
+func (s *sockIO) enableGRO() bool {
+	var err error
+	if cerr := s.rc.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
+	}); cerr != nil || err != nil {
+		return false
+	}
+	s.gro.Store(true)
+	return true
+}
+
 func (s *sockIO) getReader() *mmsgReader {
 	var r *mmsgReader
-	if s.gro {
+	if s.gro.Load() {
 		r = mmsgReaderPool.Get().(*mmsgReader)
 	} else {
 		r = mmsgReaderPoolDgm.Get().(*mmsgReader)
@@ -150,7 +174,7 @@ func (s *sockIO) getReader() *mmsgReader {
 }
 
 func (s *sockIO) putReader(r *mmsgReader) {
-	if s.gro {
+	if len(r.bufs[0]) == groBufSize {
 		mmsgReaderPool.Put(r)
 	} else {
 		mmsgReaderPoolDgm.Put(r)
@@ -262,14 +286,30 @@ func parseGROSize(oob []byte) int {
 func (e *Endpoint) readLoopRaw() {
 	defer close(e.readDone)
 	r := e.sock.getReader()
-	defer e.sock.putReader(r)
+	defer func() { e.sock.putReader(r) }()
+	// received counts datagrams until GRO is turned on; -1 once it is, or
+	// when it may not be.
+	received := 0
+	if !e.sock.groAllow {
+		received = -1
+	}
 	for {
+		if received >= groAfter {
+			received = -1
+			if e.sock.enableGRO() {
+				e.sock.putReader(r)
+				r = e.sock.getReader()
+			}
+		}
 		if err := r.read(e.sock.rc); err != nil {
 			if _, ok := err.(syscall.Errno); ok && !e.isClosed() {
 				// An ICMP error reported on the socket: read on.
 				continue
 			}
 			return
+		}
+		if received >= 0 {
+			received += r.n
 		}
 		for i := 0; i < r.n; i++ {
 			b, from, ecn, seg := r.message(i)

@@ -49,7 +49,7 @@ func TestFastPathSwitches(t *testing.T) {
 			if ep.sock == nil {
 				t.Fatal("no fast path on a UDP socket")
 			}
-			if ep.sock != nil && (ep.sock.gro == scfg.DisableGRO || ep.sock.batch == scfg.DisableBatching || ep.sock.gso == scfg.DisableGSO) {
+			if ep.sock != nil && (ep.sock.groAllow == scfg.DisableGRO || ep.sock.batch == scfg.DisableBatching || ep.sock.gso == scfg.DisableGSO) {
 				t.Fatalf("switches not applied: %+v", ep.sock)
 			}
 			// A download, as in TestLoopbackTransfer. (Uploads of several
@@ -83,6 +83,11 @@ func TestFastPathSwitches(t *testing.T) {
 			})
 			if !ecnSeen {
 				t.Error("ECN marking stopped: the marks did not survive the fast path")
+			}
+			// GRO waits for groAfter datagrams, which a 4 MB download
+			// passes many times over.
+			if sock := c.localEndpoint().sock; sock != nil && sock.gro.Load() != sock.groAllow {
+				t.Errorf("client GRO on = %v after the download, want %v", sock.gro.Load(), sock.groAllow)
 			}
 		})
 	}
@@ -271,7 +276,39 @@ func TestFastPathEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ep.Close()
-	if ep.sock == nil || ep.sock.gso || ep.sock.gro || ep.sock.batch {
+	if ep.sock == nil || ep.sock.gso || ep.sock.groAllow || ep.sock.batch {
 		t.Fatalf("environment switches not applied: %+v", ep.sock)
+	}
+}
+
+// TestGROWaitsForTraffic checks that a connection that only handshakes
+// leaves UDP_GRO off on its own socket: turning it on and off again costs
+// the kernel more than the handshake's cryptography.
+func TestGROWaitsForTraffic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := Listen("udp", "127.0.0.1:0", testServerConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	go serveSized(ctx, ep)
+	c, err := Dial(ctx, "udp", ep.Addr().String(), testClientConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(0, "")
+	sock := c.localEndpoint().sock
+	if sock == nil || !sock.groAllow {
+		t.Fatal("no fast path with GRO allowed")
+	}
+	if sock.gro.Load() {
+		t.Fatal("GRO on after a handshake alone")
+	}
+	var on int
+	rc, _ := c.localEndpoint().udp.SyscallConn()
+	rc.Control(func(fd uintptr) { on, _ = unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO) })
+	if on != 0 {
+		t.Fatalf("UDP_GRO = %d on the socket after a handshake alone", on)
 	}
 }
