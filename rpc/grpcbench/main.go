@@ -1,6 +1,9 @@
-// Command grpcbench runs the workload of 'quiver bench rpc' against gRPC-go
-// over TCP+TLS (HTTP/2), so the two are compared alike. It is a separate
-// module so that Quiver's own module never depends on gRPC.
+// Command grpcbench runs 'quiver bench rpc' with gRPC-go added as one more
+// system, in the same process: gRPC-go over TCP+TLS (HTTP/2) and Quiver's
+// transports take turns in every cell, so their ratios come from one run.
+// It is a separate module so that Quiver's own module never depends on
+// gRPC; 'quiver bench rpc --grpc rpc/grpcbench' runs it with 'go run'.
+// It takes the same flags as 'quiver bench rpc'.
 package main
 
 import (
@@ -8,22 +11,17 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"log"
 	"net"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/rpc/rpcbench"
 )
 
-// echoService is registered by hand (no generated code): one unary method
+// echoDesc is registered by hand (no generated code): one unary method
 // that answers with its request, like Quiver's Bench.Echo.
 var echoDesc = grpc.ServiceDesc{
 	ServiceName: "Bench",
@@ -40,49 +38,56 @@ var echoDesc = grpc.ServiceDesc{
 	}},
 }
 
-func ints(s string) []int {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			log.Fatalf("bad number %q", f)
-		}
-		out = append(out, n)
+// grpcTarget starts a gRPC-go server with the bench's certificate, behind
+// the bench's emulated path, and measures a new gRPC client per run.
+func grpcTarget(s *rpcbench.Server, p *rpcbench.Path) ([]rpcbench.Target, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
 	}
-	return out
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(s.ServerTLS)))
+	srv.RegisterService(&echoDesc, nil)
+	go srv.Serve(l)
+	addr, err := p.Wrap("tcp", l.Addr().String())
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	ctls := &tls.Config{RootCAs: s.Pool, ServerName: "localhost"}
+	t := rpcbench.Target{Name: "grpc/tcp", Open: func(ctx context.Context, size int) (func(context.Context) error, func(), error) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(ctls)))
+		if err != nil {
+			return nil, nil, err
+		}
+		cc.Connect()
+		payload := make([]byte, size)
+		call := func(ctx context.Context) error {
+			out := new(wrapperspb.BytesValue)
+			if err := cc.Invoke(ctx, "/Bench/Echo", wrapperspb.Bytes(payload), out); err != nil {
+				return err
+			}
+			if len(out.Value) != size {
+				return fmt.Errorf("short answer")
+			}
+			return nil
+		}
+		// Warm the connection (handshake) as Quiver's targets do.
+		if err := call(ctx); err != nil {
+			cc.Close()
+			return nil, nil, err
+		}
+		return call, func() { cc.Close() }, nil
+	}}
+	return []rpcbench.Target{t}, srv.Stop, nil
 }
 
 func main() {
-	conc := flag.String("conc", "1,64,512", "concurrency levels")
-	sizes := flag.String("sizes", "581,1024", "payload sizes")
-	d := flag.Duration("duration", 2*time.Second, "time per configuration")
+	c := rpcbench.DefaultConfig()
+	c.Transports = "tcp,quic"
+	c.Register(flag.CommandLine)
 	flag.Parse()
-	cert, pool, err := peers.SelfSigned()
-	if err != nil {
-		log.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
-	srv.RegisterService(&echoDesc, nil)
-	go srv.Serve(l)
-	defer srv.Stop()
-	ctx := context.Background()
-	for _, size := range ints(*sizes) {
-		for _, c := range ints(*conc) {
-			cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "localhost"})))
-			if err != nil {
-				log.Fatal(err)
-			}
-			payload := make([]byte, size)
-			r := rpcbench.Run(ctx, "grpc/tcp", c, size, *d, func(ctx context.Context) error {
-				out := new(wrapperspb.BytesValue)
-				return cc.Invoke(ctx, "/Bench/Echo", wrapperspb.Bytes(payload), out)
-			})
-			fmt.Fprintln(os.Stdout, r.BenchLine())
-			cc.Close()
-		}
+	if err := rpcbench.Main(context.Background(), c, os.Stdout, grpcTarget); err != nil {
+		fmt.Fprintln(os.Stderr, "grpcbench:", err)
+		os.Exit(1)
 	}
 }

@@ -24,10 +24,21 @@ type Result struct {
 	Elapsed     time.Duration
 	P50, P99    time.Duration
 	P999        time.Duration
+	Repeat      int     // which repeat of an alternating comparison
+	Runs        int     // set by Summarise: how many runs were folded
+	Rate        float64 // set by Summarise: median calls per second
 }
 
-// Throughput is calls per second.
-func (r Result) Throughput() float64 { return float64(r.Calls) / r.Elapsed.Seconds() }
+// Throughput is calls per second (for a summary, the median of its runs).
+func (r Result) Throughput() float64 {
+	if r.Runs > 0 {
+		return r.Rate
+	}
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Calls) / r.Elapsed.Seconds()
+}
 
 // Run calls call from conc workers for d and measures every call.
 func Run(ctx context.Context, name string, conc, size int, d time.Duration, call func(context.Context) error) Result {
@@ -117,9 +128,9 @@ func lastSlash(s string) int {
 
 // Table prints results as an aligned table.
 func Table(w io.Writer, rs []Result) {
-	fmt.Fprintf(w, "%-16s %5s %6s %10s %12s %10s %10s %10s %7s\n", "transport", "conc", "size", "calls", "calls/s", "p50", "p99", "p99.9", "errors")
+	fmt.Fprintf(w, "%-20s %5s %6s %10s %12s %10s %10s %10s %7s\n", "transport", "conc", "size", "calls", "calls/s", "p50", "p99", "p99.9", "errors")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-16s %5d %6d %10d %12.0f %10s %10s %10s %7d\n", r.Name, r.Concurrency, r.Size, r.Calls, r.Throughput(),
+		fmt.Fprintf(w, "%-20s %5d %6d %10d %12.0f %10s %10s %10s %7d\n", r.Name, r.Concurrency, r.Size, r.Calls, r.Throughput(),
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors)
 	}
 }
