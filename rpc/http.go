@@ -114,14 +114,21 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	var st *Status
+	var held []byte
 	switch {
 	case err != nil:
 		st = &Status{Code: ResourceExhausted, Message: err.Error()}
 	case len(req.Payload) > hh.max:
 		st = &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request exceeds the server's limit of %d bytes", hh.max)}
 	default:
+		unary := isUnary(hh.h, req.Method)
 		var buf []byte
 		st = hh.h.HandleCall(ctx, req, func(p []byte) error {
+			if unary && held == nil {
+				// Sent with the end frame, in one write.
+				held = p
+				return nil
+			}
 			buf = appendMessage(buf[:0], 0, p)
 			if _, err := w.Write(buf); err != nil {
 				return unavailable(false, "send answer: %v", err)
@@ -132,7 +139,11 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 	}
-	w.Write(appendEnd(nil, 0, st))
+	var end []byte
+	if held != nil {
+		end = appendMessage(end, 0, held)
+	}
+	w.Write(appendEnd(end, 0, st))
 }
 
 type stringAddr string
@@ -253,7 +264,7 @@ func (t *httpTransport) RoundTrip(ctx context.Context, req *Request) (ResponseSt
 		}
 		return nil, Errorf(Internal, "%s: HTTP status %s", t.name, resp.Status)
 	}
-	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: bufio.NewReader(resp.Body), done: done}, nil
+	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: bufio.NewReaderSize(resp.Body, streamReadBuffer), done: done}, nil
 }
 
 // duplexBody is a request body that stays open until the call ends.

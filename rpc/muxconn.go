@@ -216,13 +216,26 @@ func (m *muxConn) serverLoop(h Handler, base *Request) {
 }
 
 func (m *muxConn) serveCall(ctx context.Context, h Handler, id uint64, req *Request) {
+	// A unary call's answer waits for its end frame, so that both go out
+	// in one append (and, unless other frames join them, one write).
+	unary := isUnary(h, req.Method)
+	var held []byte
 	st := h.HandleCall(ctx, req, func(p []byte) error {
+		if unary && held == nil {
+			held = p
+			return nil
+		}
 		if err := m.fw.write(func(b []byte) []byte { return appendMessage(b, id, p) }); err != nil {
 			return unavailable(false, "send answer: %v", err)
 		}
 		return nil
 	})
-	m.fw.write(func(b []byte) []byte { return appendEnd(b, id, st) })
+	m.fw.write(func(b []byte) []byte {
+		if held != nil {
+			b = appendMessage(b, id, held)
+		}
+		return appendEnd(b, id, st)
+	})
 }
 
 // streamTransport is the client side of TCP+TLS and Unix sockets: one

@@ -143,6 +143,22 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// isUnary says whether h answers method with exactly one message, so
+// that a transport may hold that message back until the call's end.
+func isUnary(h Handler, method string) bool {
+	s, ok := h.(*Server)
+	if !ok {
+		return false
+	}
+	if method == PingMethod {
+		return true
+	}
+	s.mu.RLock()
+	m := s.handlers[method]
+	s.mu.RUnlock()
+	return m != nil && !m.stream
+}
+
 // HandleCall implements Handler: it applies the deadline, the size limit
 // and the authentication hook, decodes the request and runs the handler.
 func (s *Server) HandleCall(ctx context.Context, req *Request, send func([]byte) error) (st *Status) {
