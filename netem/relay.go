@@ -365,7 +365,8 @@ func (r *Relay) emit(e Event) {
 // which returns the datagrams to write at once.
 func (r *Relay) readLoop(conn *batchConn, d *relayDirection, handle func(rb *readBatch, n int, w *writeBatch)) {
 	defer r.readers.Done()
-	rb := newReadBatch()
+	rb := readBatches.Get().(*readBatch)
+	defer readBatches.Put(rb)
 	var w writeBatch
 	for {
 		n, err := conn.read(rb)
@@ -398,8 +399,13 @@ func (r *Relay) readClients() {
 		}
 		now := r.stamp()
 		for i := range n {
-			p, from, ecn := rb.datagram(i)
-			r.fromClient(now, from, p, ecn, w)
+			p, from, ecn, size := rb.segments(i)
+			// A coalesced read is relayed datagram by datagram; the
+			// writer joins them again where the link keeps them
+			// together.
+			for off := 0; off < len(p); off += size {
+				r.fromClient(now, from, p[off:min(off+size, len(p))], ecn, w)
+			}
 		}
 	})
 }
@@ -516,11 +522,13 @@ func (r *Relay) readServer(sock *relaySocket) {
 		}
 		now := r.stamp()
 		for i := range n {
-			p, from, ecn := rb.datagram(i)
+			p, from, ecn, size := rb.segments(i)
 			if from != r.cfg.Server {
 				continue // not the server: a NAT would not let it in
 			}
-			r.fromServer(now, sock, p, ecn, w)
+			for off := 0; off < len(p); off += size {
+				r.fromServer(now, sock, p[off:min(off+size, len(p))], ecn, w)
+			}
 		}
 	})
 }

@@ -44,6 +44,13 @@ type batchConn struct {
 	}
 	// tos holds a prebuilt control message per ECN codepoint.
 	tos [4][]byte
+	// gro says that the kernel may hand this socket several datagrams
+	// from one sender, coalesced, with their segment size (UDP_GRO).
+	gro bool
+	// noGSO is set once the kernel refused a segmented send (UDP_SEGMENT),
+	// e.g. on a device without checksum offload; only the writer of the
+	// socket's batches touches it.
+	noGSO bool
 }
 
 // listenBatch opens a UDP socket on a for batched I/O with ECN, with
@@ -63,7 +70,22 @@ func listenBatch(listen func(string, *net.UDPAddr) (*net.UDPConn, error), a neti
 		c.Close()
 		return nil, err
 	}
+	bc.enableGRO()
 	return bc, nil
+}
+
+// enableGRO asks the kernel for coalesced reads (UDP_GRO). A sender's GSO
+// burst then arrives as one buffer instead of being cut into datagrams on
+// the way in, which is most of what a relay costs on loopback; kernels
+// without UDP_GRO keep delivering datagrams one by one.
+func (b *batchConn) enableGRO() {
+	rc, err := b.c.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		b.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	})
 }
 
 func newBatchConn(c *net.UDPConn, v6 bool, bufSize int) (*batchConn, error) {
@@ -113,23 +135,38 @@ func tosMessage(level, typ, value int) []byte {
 	return b
 }
 
-// parseECN returns the ECN codepoint in a received datagram's control
-// messages: IP_TOS carries one byte, IPV6_TCLASS an int.
-func parseECN(oob []byte) uint8 {
+// parseControl returns the ECN codepoint and the GRO segment size (0: a
+// single datagram) in a received datagram's control messages: IP_TOS
+// carries one byte, IPV6_TCLASS and UDP_GRO an int.
+func parseControl(oob []byte) (ecn uint8, segSize int) {
 	for len(oob) > 0 {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
-			return NotECT
+			return ecn, segSize
 		}
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0] & 3
+			ecn = data[0] & 3
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return uint8(*(*int32)(unsafe.Pointer(&data[0]))) & 3
+			ecn = uint8(*(*int32)(unsafe.Pointer(&data[0]))) & 3
+		case h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			segSize = int(*(*int32)(unsafe.Pointer(&data[0])))
 		}
 		oob = rest
 	}
-	return NotECT
+	return ecn, segSize
+}
+
+// segmentMessage builds a UDP_SEGMENT control message: the kernel cuts
+// the message into datagrams of size bytes (the last may be shorter).
+func segmentMessage(b []byte, size int) []byte {
+	n := len(b)
+	b = append(b, make([]byte, unix.CmsgSpace(2))...)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[n]))
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[n+unix.CmsgLen(0)])) = uint16(size)
+	return b
 }
 
 // A readBatch is the reusable state of one reader: a message and a full
@@ -138,11 +175,16 @@ type readBatch struct {
 	msgs []ipv4.Message
 }
 
+// readBatches keeps the readers' batches (2 MiB each, for coalesced
+// reads) between relays, so that a run of short cells does not allocate
+// and clear them every time.
+var readBatches = sync.Pool{New: func() any { return newReadBatch() }}
+
 func newReadBatch() *readBatch {
 	rb := &readBatch{msgs: make([]ipv4.Message, batchSize)}
 	for i := range rb.msgs {
 		rb.msgs[i].Buffers = [][]byte{make([]byte, maxRelayDatagram)}
-		rb.msgs[i].OOB = make([]byte, 2*oobSize)
+		rb.msgs[i].OOB = make([]byte, 4*oobSize)
 	}
 	return rb
 }
@@ -157,14 +199,27 @@ func (b *batchConn) read(rb *readBatch) (int, error) {
 	return b.pc.ReadBatch(rb.msgs, 0)
 }
 
-// datagram returns the i-th datagram read: payload, source and ECN.
+// datagram returns the i-th datagram read: payload, source and ECN. A
+// coalesced read (UDP_GRO) is several datagrams: see segments.
 func (rb *readBatch) datagram(i int) ([]byte, netip.AddrPort, uint8) {
+	p, from, ecn, _ := rb.segments(i)
+	return p, from, ecn
+}
+
+// segments returns the i-th message read, which holds datagrams of
+// segSize bytes one after the other (the last may be shorter); segSize is
+// the payload's length when it holds one.
+func (rb *readBatch) segments(i int) (p []byte, from netip.AddrPort, ecn uint8, segSize int) {
 	m := &rb.msgs[i]
-	var from netip.AddrPort
 	if ua, ok := m.Addr.(*net.UDPAddr); ok {
 		from = canon(ua.AddrPort())
 	}
-	return m.Buffers[0][:m.N], from, parseECN(m.OOB[:m.NN])
+	ecn, segSize = parseControl(m.OOB[:m.NN])
+	p = m.Buffers[0][:m.N]
+	if segSize <= 0 || segSize > len(p) {
+		segSize = len(p)
+	}
+	return p, from, ecn, segSize
 }
 
 // An outgoing datagram waiting for its sendmmsg.
@@ -178,12 +233,38 @@ type outgoing struct {
 }
 
 // A writeBatch gathers datagrams and writes them with one sendmmsg call
-// per destination socket.
+// per destination socket. Neighbouring datagrams to the same destination
+// that lie one after the other in one read buffer, as the datagrams of a
+// coalesced read do, leave as one segmented send (UDP_SEGMENT), so that a
+// GSO burst crosses the relay as a burst.
 type writeBatch struct {
-	out  []outgoing
-	rest []outgoing
-	msgs []ipv4.Message
-	bufs [][1][]byte // one Buffers backing array per message, reused
+	out   []outgoing
+	rest  []outgoing
+	msgs  []ipv4.Message
+	bufs  [][1][]byte // one Buffers backing array per message, reused
+	oobs  [][]byte    // one control message buffer per message, reused
+	segs  []int       // datagrams per message
+	sizes []int       // segment size per message
+	// flushHook, if set, sees the datagrams per message of each
+	// socket's send (tests).
+	flushHook func(segs []int)
+}
+
+// Limits of one segmented send: the kernel takes at most 64 segments
+// (UDP_MAX_SEGMENTS on older kernels) and one IP packet's worth of
+// payload.
+const (
+	maxSegments   = 64
+	maxGSOPayload = 65507 - 40 // room for an IPv6 header too
+)
+
+// joinable reports whether next directly follows cur in memory, within
+// cur's capacity, so that cur[:len(cur)+len(next)] covers both.
+func joinable(cur, next []byte) bool {
+	if len(cur) == 0 || len(next) == 0 || cap(cur) < len(cur)+len(next) {
+		return false
+	}
+	return unsafe.Pointer(unsafe.SliceData(cur[len(cur):len(cur)+1])) == unsafe.Pointer(unsafe.SliceData(next))
 }
 
 // flush writes every gathered datagram in order per socket, gives pooled
@@ -192,13 +273,31 @@ func (w *writeBatch) flush(pool *bufPool) (failed int) {
 	for len(w.out) > 0 {
 		conn := w.out[0].conn
 		w.msgs, w.rest = w.msgs[:0], w.rest[:0]
-		for _, o := range w.out {
+		w.segs, w.sizes = w.segs[:0], w.sizes[:0]
+		var prev *outgoing // the previous datagram to this socket
+		open := false      // whether the last message may take more
+		for i := range w.out {
+			o := &w.out[i]
 			if o.conn != conn {
-				w.rest = append(w.rest, o)
+				w.rest = append(w.rest, *o)
 				continue
+			}
+			if k := len(w.msgs) - 1; open && !conn.noGSO && o.buf == nil && prev.buf == nil &&
+				o.ecn == prev.ecn && o.dst == prev.dst && w.segs[k] < maxSegments {
+				// A segmented send is datagrams of one size and
+				// possibly a shorter last one.
+				b := &w.bufs[k]
+				if len(o.payload) <= w.sizes[k] && len(b[0])+len(o.payload) <= maxGSOPayload && joinable(b[0], o.payload) {
+					b[0] = b[0][:len(b[0])+len(o.payload)]
+					w.segs[k]++
+					open = len(o.payload) == w.sizes[k]
+					prev = o
+					continue
+				}
 			}
 			if len(w.bufs) <= len(w.msgs) {
 				w.bufs = append(w.bufs, [1][]byte{})
+				w.oobs = append(w.oobs, nil)
 			}
 			b := &w.bufs[len(w.msgs)]
 			b[0] = o.payload
@@ -207,8 +306,20 @@ func (w *writeBatch) flush(pool *bufPool) (failed int) {
 				m.OOB = conn.tos[o.ecn]
 			}
 			w.msgs = append(w.msgs, m)
+			w.segs = append(w.segs, 1)
+			w.sizes = append(w.sizes, len(o.payload))
+			prev, open = o, true
 		}
-		failed += conn.writeAll(w.msgs)
+		for i := range w.msgs {
+			if w.segs[i] > 1 {
+				w.oobs[i] = segmentMessage(append(w.oobs[i][:0], w.msgs[i].OOB...), w.sizes[i])
+				w.msgs[i].OOB = w.oobs[i]
+			}
+		}
+		if w.flushHook != nil {
+			w.flushHook(w.segs)
+		}
+		failed += conn.writeAll(w.msgs, w.segs, w.sizes)
 		for _, o := range w.out {
 			if o.conn == conn && o.buf != nil {
 				pool.put(o.buf)
@@ -222,21 +333,48 @@ func (w *writeBatch) flush(pool *bufPool) (failed int) {
 	return failed
 }
 
-// writeAll writes msgs with sendmmsg, resuming after a partial write; a
-// datagram that fails is skipped and counted.
-func (b *batchConn) writeAll(msgs []ipv4.Message) (failed int) {
+// writeAll writes msgs, of segs[i] datagrams each, with sendmmsg,
+// resuming after a partial write; a message that fails is skipped and its
+// datagrams counted. If the kernel refuses a segmented send, the socket
+// stops using them and the message goes out a datagram at a time.
+func (b *batchConn) writeAll(msgs []ipv4.Message, segs, sizes []int) (failed int) {
 	for len(msgs) > 0 {
 		n, err := b.pc.WriteBatch(msgs, 0)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return failed + len(msgs)
+				for _, k := range segs {
+					failed += k
+				}
+				return failed
 			}
-			// The first datagram failed (e.g. ECONNREFUSED from an
-			// earlier ICMP error): skip it, as a receiver would lose it.
+			if segs[0] > 1 && (errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+				b.noGSO = true
+				failed += b.writeSplit(msgs[0], sizes[0])
+			} else {
+				// The first message failed (e.g. ECONNREFUSED from an
+				// earlier ICMP error): skip it, as a receiver would
+				// lose it.
+				failed += segs[0]
+			}
 			n = 1
+		}
+		msgs, segs, sizes = msgs[n:], segs[n:], sizes[n:]
+	}
+	return failed
+}
+
+// writeSplit writes a segmented message's datagrams one by one.
+func (b *batchConn) writeSplit(m ipv4.Message, size int) (failed int) {
+	p := m.Buffers[0]
+	var tos []byte
+	if ecn, _ := parseControl(m.OOB); ecn != NotECT {
+		tos = b.tos[ecn]
+	}
+	for off := 0; off < len(p); off += size {
+		one := []ipv4.Message{{Buffers: [][]byte{p[off:min(off+size, len(p))]}, Addr: m.Addr, OOB: tos}}
+		if _, err := b.pc.WriteBatch(one, 0); err != nil {
 			failed++
 		}
-		msgs = msgs[n:]
 	}
 	return failed
 }
