@@ -36,6 +36,13 @@ type Scenario struct {
 	ObservationOnly bool
 	// Long selects the 60 s budget of transfer and timing scenarios.
 	Long bool
+	// PassOnly scenarios rest on descriptive text (a capability the RFC
+	// allows, such as a cipher suite): they pass or are unsupported, never
+	// fail or warn.
+	PassOnly bool
+	// Exclusive scenarios change process-wide TLS settings (the cipher
+	// suites crypto/tls offers) and run with no other scenario beside them.
+	Exclusive bool
 	// Run probes the target. It reports through t and returns when the
 	// verdict is decided or ctx ends.
 	Run func(ctx context.Context, t *T)

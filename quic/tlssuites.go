@@ -23,6 +23,12 @@ var tls13Suites []uint16
 //go:linkname tls13SuitesNoAES crypto/tls.defaultCipherSuitesTLS13NoAES
 var tls13SuitesNoAES []uint16
 
+// The TLS 1.3 suites of RFC 8446 §B.4 that crypto/tls does not implement.
+const (
+	TLS_AES_128_CCM_SHA256   uint16 = 0x1304
+	TLS_AES_128_CCM_8_SHA256 uint16 = 0x1305
+)
+
 // suitesMu serialises changes to the process-wide lists.
 var suitesMu sync.Mutex
 
@@ -40,14 +46,18 @@ func TLS13Suites() []uint16 {
 // until restore is called. The setting is process-wide, not per connection:
 // call it before any handshake starts and restore after the last one ends
 // (crypto/tls reads the lists without locking). An empty list or a suite that
-// is not a TLS 1.3 suite is an error and changes nothing.
+// is not a TLS 1.3 suite (RFC 8446 §B.4) is an error and changes nothing.
+// TLS_AES_128_CCM_SHA256 and TLS_AES_128_CCM_8_SHA256 may be offered, for
+// conformance probes, but crypto/tls implements neither: a server that
+// selects one fails the handshake.
 func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 	if len(suites) == 0 {
 		return nil, fmt.Errorf("quic: RestrictTLS13Suites needs at least one suite")
 	}
 	for _, s := range suites {
 		switch s {
-		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256:
+		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256,
+			TLS_AES_128_CCM_SHA256, TLS_AES_128_CCM_8_SHA256:
 		default:
 			return nil, fmt.Errorf("quic: %s (%#04x) is not a TLS 1.3 cipher suite", tls.CipherSuiteName(s), s)
 		}
