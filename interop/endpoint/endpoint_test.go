@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quiver-quic/quiver/internal/leakcheck"
+	"github.com/quiver-quic/quiver/netem"
 	"github.com/quiver-quic/quiver/peers"
 )
 
@@ -123,6 +126,24 @@ func TestClientCases(t *testing.T) {
 					addr, _, _ = strings.Cut(rest, " ")
 				}
 			}
+			// The client reaches the server through a relay with 5 ms each
+			// way, as in an interop cell: on bare loopback the server's
+			// whole flight can arrive before the client has written its
+			// requests, which then go in 1-RTT instead of 0-RTT.
+			saddr, err := netip.ParseAddrPort(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := netem.Link{Delay: 5 * time.Millisecond}
+			relay, err := netem.NewRelay(netem.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Server: saddr, ToServer: link, ToClient: link})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := relay.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer relay.Stop()
+			addr = relay.Addr().String()
 			out := filepath.Join(dir, "dl-"+tc.name)
 			cerr := &lineWriter{lines: make(chan string, 64)}
 			urls := []string{"https://" + addr + "/a", "https://" + addr + "/b", "https://" + addr + "/c"}
