@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,12 +113,20 @@ func Main(ctx context.Context, c Config, w io.Writer, extra Extra) error {
 		if win == 0 {
 			win = min(c.SwitchEvery/4, 5*time.Second)
 		}
-		rep, err := Switching(ctx, s, SwitchConfig{Conc: c.SwitchConc, Size: sizes[0], Every: c.SwitchEvery,
-			Swaps: c.Swaps, Calls: c.SwitchCalls, Window: win})
-		if err != nil {
-			return err
+		var ratios []float64
+		failed := 0
+		for range c.Repeats {
+			rep, err := Switching(ctx, s, SwitchConfig{Conc: c.SwitchConc, Size: sizes[0], Every: c.SwitchEvery,
+				Swaps: c.Swaps, Calls: c.SwitchCalls, Window: win})
+			if err != nil {
+				return err
+			}
+			rep.Print(w)
+			ratios = append(ratios, rep.P99Ratio())
+			failed += rep.Failed
 		}
-		rep.Print(w)
+		fmt.Fprintf(w, "\nswitching, %d runs: median p99 near/far %.2fx (range %.2f-%.2f), failed calls %d\n",
+			len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios), failed)
 		return nil
 	}
 	var targets []Target

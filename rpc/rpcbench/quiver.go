@@ -49,7 +49,9 @@ func NewServer(path *Path) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{srv: rpc.NewServer(), addrs: map[string]string{}, served: make(chan error, 8), dir: dir,
-		ClientTLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}, ServerTLS: stls, Pool: pool, path: path}
+		// The session cache lets repeated connections (the
+		// switching experiment dials one per swap) resume.
+		ClientTLS: &tls.Config{RootCAs: pool, ServerName: "localhost", ClientSessionCache: tls.NewLRUClientSessionCache(64)}, ServerTLS: stls, Pool: pool, path: path}
 	rpc.Register(s.srv, "Bench.Echo", func(ctx context.Context, r *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
 		return r, nil
 	})
