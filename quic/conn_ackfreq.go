@@ -18,13 +18,17 @@ import (
 const defaultMinAckDelay = time.Millisecond
 
 func (c *Config) minAckDelay() time.Duration {
+	d := c.MinAckDelay
 	switch {
-	case c.MinAckDelay < 0:
+	case d < 0:
 		return 0 // extension off
-	case c.MinAckDelay == 0:
-		return defaultMinAckDelay
+	case d == 0:
+		d = defaultMinAckDelay
 	}
-	return c.MinAckDelay
+	// draft-ietf-quic-ack-frequency-14 §3: "An endpoint's min_ack_delay
+	// MUST NOT be greater than its max_ack_delay." max_ack_delay goes out
+	// in whole milliseconds; below 1 ms the extension stays off.
+	return min(d, c.maxAckDelay().Truncate(time.Millisecond))
 }
 
 // AckFrequencyPolicy is the data sender's ACK frequency policy
@@ -60,7 +64,16 @@ type ackFreqState struct {
 	last         wire.AckFrequencyFrame  // the latest sent, for loss
 	haveLast     bool
 	immediateAck bool
+	// ackedAppPackets counts the ack-eliciting 1-RTT packets the peer
+	// acknowledged, for the adaptive policy's start (ack-frequency.md
+	// §10.4).
+	ackedAppPackets uint64
 }
+
+// adaptiveSlowStartPackets is how many ack-eliciting packets must be
+// acknowledged before the adaptive policy thins ACKs
+// (ack-frequency.md §10.6, slow_start_packets).
+const adaptiveSlowStartPackets = 100
 
 // ErrAckFrequencyNotNegotiated is returned when the peer did not send
 // min_ack_delay.
@@ -122,11 +135,18 @@ func (c *Conn) onAckFrequency(now time.Time, f *wire.AckFrequencyFrame) error {
 		// ack-frequency.md §12).
 		return localTransportError(wire.FrameEncodingError, uint64(f.Type()), "ACK_FREQUENCY received without min_ack_delay advertised")
 	}
-	// "Receipt of a value less than the advertised min_ack_delay ... MUST
-	// be treated as a connection error of type PROTOCOL_VIOLATION."
+	// draft §4, Requested Max Ack Delay: "Note that values of 2^14
+	// milliseconds or greater are invalid for max_ack_delay ... A value
+	// smaller than the min_ack_delay advertised by the peer is also
+	// invalid. Receipt of an invalid value MUST be treated as a connection
+	// error of type PROTOCOL_VIOLATION."
 	if f.RequestedMaxAckDelay < uint64(min.Microseconds()) {
 		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "draft-ietf-quic-ack-frequency §4: Requested Max Ack Delay %dµs below our min_ack_delay %v", f.RequestedMaxAckDelay, min)
 	}
+	// The 2^14 ms bound is checked by the frame parser (wire/parse.go).
+	// "A receiving endpoint MUST ignore a received ACK_FREQUENCY frame
+	// unless the Sequence Number value in the frame is greater than the
+	// largest processed value": recovery.AckTracker.OnAckFrequency.
 	c.spaces[appSpace].acks.t.OnAckFrequency(f.SequenceNumber, f.AckElicitingThreshold, time.Duration(f.RequestedMaxAckDelay)*time.Microsecond, f.ReorderingThreshold, now)
 	return nil
 }
@@ -199,21 +219,7 @@ func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
 			d = srtt / 4
 		}
 	} else {
-		// Adaptive: T = clamp(cwnd/(A*MSS) - 1, 1, Tmax) once 100 packets
-		// are acknowledged (we use the packets sent as the proxy), D =
-		// clamp(srtt/A, Dmin, srtt).
-		a := max(pol.Acks, 4)
-		tmax := pol.MaxThreshold
-		if tmax == 0 {
-			tmax = 63
-		}
-		t = 1
-		if c.stats.sent > 100 {
-			w := uint64(c.loss.cc.CongestionWindow() / (a * maxDatagramSize))
-			t = min(max(w, 2)-1, tmax)
-			t = max(t, 1)
-		}
-		d = min(max(srtt/time.Duration(a), dmin), max(srtt, dmin))
+		t, d = adaptiveAckPolicy(pol, c.loss.cc.CongestionWindow(), srtt, dmin, s.ackedAppPackets)
 	}
 	d = max(d, dmin)
 	if s.policySent {
@@ -236,6 +242,33 @@ func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
 	s.pending = f
 	s.policyT, s.policyD, s.policySent, s.policyAt = t, d, true, now
 	c.loss.ld.SetMaxAckDelay(max(c.loss.ld.MaxAckDelay(), d))
+}
+
+// adaptiveAckPolicy computes the adaptive policy's Ack-Eliciting
+// Threshold and Requested Max Ack Delay from the congestion window (bytes),
+// smoothed RTT, the delay floor dmin and the count of acknowledged
+// ack-eliciting 1-RTT packets.
+func adaptiveAckPolicy(pol AckFrequencyPolicy, cwnd int, srtt, dmin time.Duration, acked uint64) (uint64, time.Duration) {
+	// ack-frequency.md §10.4: "T: 1 until 100 ack-eliciting packets are
+	// acknowledged. Then T = clamp(⌊cwnd / (A × MSS)⌋ − 1, 1, Tmax)";
+	// "D: clamp(smoothed RTT / A, Dmin, Dmax), where Dmin = max(peer
+	// min_ack_delay, 1 ms, configured floor) and Dmax = smoothed RTT".
+	// A defaults to 4 (§10.6); any A ≥ 1 is the caller's choice.
+	a := pol.Acks
+	if a <= 0 {
+		a = 4
+	}
+	tmax := pol.MaxThreshold
+	if tmax == 0 {
+		tmax = 63
+	}
+	t := uint64(1)
+	if acked >= adaptiveSlowStartPackets {
+		w := uint64(cwnd / (a * maxDatagramSize))
+		t = min(max(w, 2)-1, tmax)
+	}
+	d := min(max(srtt/time.Duration(a), dmin), max(srtt, dmin))
+	return t, d
 }
 
 // diffAtLeast reports whether a and b differ by at least frac of b and by

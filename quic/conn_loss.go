@@ -287,6 +287,9 @@ func (c *Conn) handleAck(now time.Time, space spaceID, f *wire.AckFrame) error {
 }
 
 func (c *Conn) onPacketAcked(now time.Time, space spaceID, p recovery.SentPacket) {
+	if space == appSpace && p.AckEliciting {
+		c.ackFreq.ackedAppPackets++
+	}
 	c.loss.logs[space].take(uint64(p.PacketNumber), func(f *sentFrame) {
 		switch f.kind {
 		case frAck:

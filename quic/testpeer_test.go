@@ -192,7 +192,31 @@ func (p *testPeer) readDatagram(f func(space spaceID, fr wire.Frame)) bool {
 	case <-time.After(time.Minute):
 		p.t.Fatal("no datagram from the server within a minute")
 	}
-	b := pkt.b
+	p.processDatagram(pkt.b, f)
+	return true
+}
+
+// readFor processes the datagrams that arrive within d, as readDatagram
+// does, and returns how many there were.
+func (p *testPeer) readFor(d time.Duration, f func(space spaceID, fr wire.Frame)) int {
+	p.t.Helper()
+	n := 0
+	deadline := time.After(d)
+	for {
+		select {
+		case pkt := <-p.pc.in:
+			n++
+			p.processDatagram(pkt.b, f)
+		case <-deadline:
+			return n
+		}
+	}
+}
+
+// processDatagram decrypts what it can of datagram b and calls f with
+// every frame; see readDatagram.
+func (p *testPeer) processDatagram(b []byte, f func(space spaceID, fr wire.Frame)) bool {
+	p.t.Helper()
 	for len(b) > 0 {
 		h, err := wire.ParseHeader(b, len(p.scid))
 		if err != nil {
