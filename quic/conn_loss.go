@@ -145,6 +145,9 @@ type lossState struct {
 	cc     recovery.CongestionController
 	logs   [numSpaces]sentLog
 	probes [numSpaces]int // probe packets owed after a PTO
+	// earlyResends counts the server's early Initial CRYPTO resends
+	// (onClientInitialWithoutProgress).
+	earlyResends int
 	ackF   recovery.AckFrame
 	// noRetransmit is a probe switch: lost frames are not sent again.
 	noRetransmit bool
@@ -202,6 +205,22 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 		// sent if no new data can be sent." We resend unacknowledged
 		// CRYPTO data, which is what a stalled handshake needs.
 		c.requeueCrypto(sp)
+		// RFC 9002 §6.2.4: "In addition to sending data in the packet
+		// number space for which the timer expired, the sender SHOULD send
+		// ack-eliciting packets from other packet number spaces with
+		// in-flight data, coalescing packets if possible. This is
+		// particularly valuable when the server has both Initial and
+		// Handshake data in flight ... because the peer might only have
+		// receive keys for one of the two packet number spaces." Without
+		// it a server whose Initial PTO was last re-armed probes only in
+		// Handshake, which a client without the ServerHello cannot read.
+		for o := initialSpace; o < appSpace; o++ {
+			if o == sp || c.spaces[o].discarded || !c.spaces[o].canWrite() || !l.ld.HasAckElicitingInFlight(recovery.Space(o)) {
+				continue
+			}
+			l.probes[o] = max(l.probes[o], res.Probes)
+			c.requeueCrypto(o)
+		}
 		if sp == appSpace {
 			c.requeueOutstanding(sp, res.Probes)
 			if c.havePeerTP && c.peerParams.tp.HasMinAckDelay && c.handshakeConfirmed {
@@ -212,6 +231,36 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 		}
 		c.qlogPTO(now, sp)
 	}
+}
+
+// maxEarlyCryptoResends bounds how often a server resends its Initial
+// CRYPTO data before its PTO because a client Initial showed the client
+// lacks it (RFC 9002 §6.2.3: "for a limited number of times per
+// connection ... An endpoint that always retransmits packets in response
+// to receiving packets that it cannot process risks creating an infinite
+// exchange of packets").
+const maxEarlyCryptoResends = 2
+
+// onClientInitialWithoutProgress runs at a server for an ack-eliciting
+// client Initial packet that brought no new CRYPTO data: the client's
+// probe or retransmission, sent because it has not heard the ServerHello.
+// RFC 9002 §6.2.3: "When a server receives an Initial packet containing
+// duplicate CRYPTO data, it can assume the client did not receive all of
+// the server's CRYPTO data sent in Initial packets ... an endpoint MAY,
+// for a limited number of times per connection, send a packet containing
+// unacknowledged CRYPTO data earlier than the PTO expiry, subject to the
+// address validation limits". A client Initial holding only PING is the
+// same signal: a client with Handshake keys would probe in Handshake
+// (§6.2.2.1).
+func (c *Conn) onClientInitialWithoutProgress() {
+	l := &c.loss
+	s := &c.spaces[initialSpace]
+	if c.isClient || s.discarded || s.crypto.sent == 0 || l.earlyResends >= maxEarlyCryptoResends ||
+		!l.ld.HasAckElicitingInFlight(recovery.SpaceInitial) {
+		return
+	}
+	l.earlyResends++
+	c.requeueCrypto(initialSpace)
 }
 
 // requeueCrypto marks every sent CRYPTO byte of a space for sending
@@ -273,6 +322,13 @@ func (c *Conn) handleAck(now time.Time, space spaceID, f *wire.AckFrame) error {
 	}
 	if len(res.Acked) > 0 {
 		c.ecn.onAck(f.ECN, f.ECT0, f.ECT1, f.ECNCE)
+		if c.isClient && space == handshakeSpace {
+			// RFC 9002 §6.2.2.1: the client's anti-deadlock PTO is needed
+			// only "if the client has not received an acknowledgment for
+			// any of its Handshake packets and the handshake is not
+			// confirmed".
+			l.ld.SetPeerCompletedAddressValidation(now)
+		}
 	}
 	for _, p := range res.Acked {
 		c.onPacketAcked(now, space, p)

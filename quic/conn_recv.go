@@ -269,6 +269,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		return h.PacketLen // probe: never acknowledge new-phase packets
 	}
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
+	if space == initialSpace && ackEliciting && !info.newCrypto && !c.isClient {
+		c.onClientInitialWithoutProgress()
+	}
 	if space == appSpace && c.dgramAddr != c.peerAddr && pn == sp.largestRecv && !c.isClient && c.handshakeConfirmed {
 		// RFC 9000 §9.3: "Receiving a packet from a new peer address
 		// containing a non-probing frame indicates that the peer has
@@ -298,6 +301,7 @@ type recvPacketInfo struct {
 	dgramSize  int
 	header     *wire.Header
 	nonProbing bool // set by handleFrames: a frame other than a probing one
+	newCrypto  bool // a CRYPTO frame brought bytes not yet delivered to TLS
 }
 
 // handleFrames dispatches every frame in a packet payload. It returns
@@ -356,6 +360,9 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 	case *wire.AckFrame:
 		return c.handleAck(now, info.space, f)
 	case *wire.CryptoFrame:
+		if f.Offset+uint64(len(f.Data)) > c.spaces[info.space].crypto.delivered {
+			info.newCrypto = true
+		}
 		return c.handleCrypto(now, info.space, f)
 	case *wire.HandshakeDoneFrame:
 		// RFC 9000 §19.20: "A server MUST treat receipt of a

@@ -175,6 +175,12 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 	sp := &c.spaces[spaceForLevel(level)]
 	if write {
 		sp.writeKeys = k
+		if level == tls.QUICEncryptionLevelHandshake {
+			// RFC 9002 §6.2.2.1: "When the PTO fires, the client MUST send
+			// a Handshake packet if it has Handshake keys, otherwise it
+			// MUST send an Initial packet".
+			c.loss.ld.SetHandshakeKeys(now)
+		}
 	} else {
 		sp.readKeys = k
 	}
