@@ -148,7 +148,7 @@ type lossState struct {
 	// earlyResends counts the server's early Initial CRYPTO resends
 	// (onClientInitialWithoutProgress).
 	earlyResends int
-	ackF   recovery.AckFrame
+	ackF         recovery.AckFrame
 	// noRetransmit is a probe switch: lost frames are not sent again.
 	noRetransmit bool
 	pacer        pacer
