@@ -554,6 +554,18 @@ type HostInfo struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 }
 
+// CurrentHost describes this machine as every result records it.
+func CurrentHost() HostInfo { return hostInfo() }
+
+// String is the host on one line.
+func (h HostInfo) String() string {
+	s := fmt.Sprintf("%s, %d CPUs, Linux %s, %s", h.CPU, h.CPUs, h.Kernel, h.GoVersion)
+	if h.Contended {
+		s += ", contended"
+	}
+	return s
+}
+
 func hostInfo() HostInfo {
 	h := HostInfo{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	h.Kernel = readTrim("/proc/sys/kernel/osrelease")

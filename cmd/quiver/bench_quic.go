@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/bench"
+	"github.com/quiver-quic/quiver/observatory"
 )
 
 // quicBenches are the `quiver bench` subcommands that measure QUIC
@@ -34,6 +36,7 @@ func quicBenches() map[string]func(ctx context.Context, env *cmdEnv, args []stri
 // commonFlags are the flags every measurement shares.
 type commonFlags struct {
 	impls, pairs, alpn, out, name string
+	store                         string
 	runs                          int
 	profile, verbose, keep        bool
 	timeout                       time.Duration
@@ -49,6 +52,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, impls string, runs int) {
 	fs.BoolVar(&c.verbose, "v", false, "print a line per run even when standard error is not a terminal")
 	fs.BoolVar(&c.keep, "keep", false, "keep the working folder (files, profiles) for inspection")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "bound on one run")
+	fs.StringVar(&c.store, "store", "", "also record the run in the observatory's store: SQLite `file` or PostgreSQL DSN (shown by quiver web beside the grid)")
 }
 
 // options turns the common flags into bench options.
@@ -98,7 +102,7 @@ func commandLine(sub string, args []string) string {
 }
 
 // finish prints the table and the benchmark lines and writes the files.
-func finish(env *cmdEnv, res *bench.Result, runErr error, outDir, kind string) error {
+func finish(ctx context.Context, env *cmdEnv, res *bench.Result, runErr error, outDir, kind, storeDSN string) error {
 	if res == nil {
 		return runErr
 	}
@@ -113,7 +117,35 @@ func finish(env *cmdEnv, res *bench.Result, runErr error, outDir, kind string) e
 		return err
 	}
 	fmt.Fprintf(env.stderr, "wrote %s\n", strings.Join(paths, ", "))
+	if storeDSN != "" && len(res.Runs) > 0 {
+		if err := recordBench(ctx, env, storeDSN, res); err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
 	return runErr
+}
+
+// recordBench stores a benchmark's JSON in the observatory's store.
+func recordBench(ctx context.Context, env *cmdEnv, dsn string, doc any) error {
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	b, err := observatory.BenchRecord(data, version)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, dsn, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := st.AddBenchRun(ctx, b)
+	if err != nil {
+		return fmt.Errorf("record %s run: %w", b.Kind, err)
+	}
+	fmt.Fprintf(env.stderr, "recorded as benchmark run %d (%s) in %s\n", id, b.Kind, displayDB(dsn))
+	return nil
 }
 
 func benchGoodput(ctx context.Context, env *cmdEnv, args []string) error {
@@ -132,7 +164,7 @@ func benchGoodput(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	res, err := bench.Goodput(ctx, o)
-	return finish(env, res, err, c.out, "goodput")
+	return finish(ctx, env, res, err, c.out, "goodput", c.store)
 }
 
 func benchHandshakes(ctx context.Context, env *cmdEnv, args []string) error {
@@ -150,7 +182,7 @@ func benchHandshakes(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	o.Handshakes, o.Parallel = *n, *parallel
 	res, err := bench.Handshakes(ctx, o)
-	return finish(env, res, err, c.out, "handshakes")
+	return finish(ctx, env, res, err, c.out, "handshakes", c.store)
 }
 
 func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
@@ -179,7 +211,7 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	res, err := bench.Sweep(ctx, o)
-	return finish(env, res, err, c.out, "sweep-"+*param)
+	return finish(ctx, env, res, err, c.out, "sweep-"+*param, c.store)
 }
 
 // Hidden endpoints: flags only, no help beyond errors.
@@ -318,7 +350,7 @@ func benchAckFreq(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	res, err := bench.AckFreq(ctx, o)
-	return finish(env, res, err, c.out, "ackfreq")
+	return finish(ctx, env, res, err, c.out, "ackfreq", c.store)
 }
 
 // startCPUProfile backs the --cpuprofile flags of quiver serve and get.

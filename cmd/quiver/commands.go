@@ -155,7 +155,7 @@ func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "run|list|show|diff|changes|sweep [flags] [arguments]",
+		usage:   "run|list|show|diff|changes|sweep|import [flags] [arguments]",
 		examples: []string{
 			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
 			"quiver track list",
@@ -166,6 +166,7 @@ func trackCommand() *command {
 			"quiver track run --queue --db postgres://quiver@db.example/quiver targets.json   # for quiver worker",
 			"quiver track sweep --impl quic-go --since v0.48.0 --scenarios 'hs-*,v2-*'",
 			"quiver track sweep --impl x/net --versions v0.18.0,v0.30.0,v0.62.0",
+			"quiver track import --db quiver.db bench-results/ackfreq-*/ackfreq.json   # benchmark runs, shown beside the grid",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &trackOpts{}

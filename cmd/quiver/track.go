@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +53,7 @@ var selectScenarios = observatory.SelectScenarios
 
 func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes or sweep", errUsage)
+		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, sweep or import", errUsage)
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("quiver track "+sub, flag.ContinueOnError)
@@ -71,9 +73,11 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		return trackRunCmd(ctx, env, o, args)
 	case "sweep":
 		return trackSweep(ctx, env, o, args)
+	case "import":
+		return trackImport(ctx, env, o, args)
 	case "list", "show", "diff", "changes":
 	default:
-		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes or sweep)", errUsage, sub)
+		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, sweep or import)", errUsage, sub)
 	}
 	st, err := openStore(ctx, o.db, false)
 	if err != nil {
@@ -312,4 +316,42 @@ func scenarioPatterns(s string) []string {
 		}
 	}
 	return out
+}
+
+// trackImport records benchmark JSON files (goodput.json, sweep-*.json,
+// ackfreq.json, rpc.json as quiver bench writes them) in the store; a file
+// already imported is reported and skipped.
+func trackImport(ctx context.Context, env *cmdEnv, o *trackOpts, files []string) error {
+	if len(files) == 0 {
+		return fmt.Errorf("%w: track import needs benchmark JSON files (e.g. bench-results/*/ackfreq.json)", errUsage)
+	}
+	var recs []store.BenchRun
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		b, err := observatory.BenchRecord(data, version)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		recs = append(recs, b)
+	}
+	st, err := openStore(ctx, o.db, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for i, b := range recs {
+		id, err := st.AddBenchRun(ctx, b)
+		switch {
+		case errors.Is(err, store.ErrDuplicate):
+			fmt.Fprintf(env.stdout, "%s: already recorded\n", files[i])
+		case err != nil:
+			return fmt.Errorf("%s: %w", files[i], err)
+		default:
+			fmt.Fprintf(env.stdout, "%s: benchmark run %d (%s, %d rows)\n", files[i], id, b.Kind, len(b.Summary))
+		}
+	}
+	return nil
 }

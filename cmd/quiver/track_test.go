@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory/store"
 )
 
 // fakeTrackSuite stands in for the conformance suite: each target's
@@ -135,5 +136,52 @@ func TestDemoNoWeb(t *testing.T) {
 	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json")
 	if code != 0 || !strings.Contains(out, `"artifacts"`) {
 		t.Errorf("the demo's result names no artifacts:\n%s", out)
+	}
+}
+
+// TestBenchStoreAndImport records an RPC bench run with --store, writes
+// its JSON with --out, and imports that file again into a second store.
+func TestBenchStoreAndImport(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := quiver(t, "bench", "rpc", "--transports", "tcp", "--conc", "1", "--sizes", "64", "--duration", "200ms", "--repeats", "2", "--out", out, "--store", db)
+	if code != 0 {
+		t.Fatalf("bench rpc: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "recorded as benchmark run 1 (rpc)") {
+		t.Errorf("stderr lacks the record line:\n%s", stderr)
+	}
+	file := filepath.Join(out, "rpc.json")
+	db2 := filepath.Join(dir, "q2.db")
+	stdout, stderr, code = quiver(t, "track", "import", "--db", db2, file)
+	if code != 0 || !strings.Contains(stdout, "benchmark run 1 (rpc, 1 rows)") {
+		t.Fatalf("track import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// A second import of the same file adds nothing.
+	stdout, _, code = quiver(t, "track", "import", "--db", db2, file)
+	if code != 0 || !strings.Contains(stdout, "already recorded") {
+		t.Errorf("second import: exit %d, %q", code, stdout)
+	}
+	// Not a bench file: refused with a reason.
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"targets": []}`), 0o644)
+	if _, stderr, code = quiver(t, "track", "import", "--db", db2, bad); code == 0 || !strings.Contains(stderr, "no kind") {
+		t.Errorf("import of a non-bench file: exit %d, %q", code, stderr)
+	}
+	st, err := store.Open(context.Background(), db2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs, err := st.BenchRuns(context.Background(), 0)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %+v, %v", runs, err)
+	}
+	r := runs[0]
+	if r.Kind != "rpc" || !strings.HasPrefix(r.Command, "quiver bench rpc --transports tcp") || len(r.Summary) != 1 ||
+		r.Summary[0].Subject != "quiver/tcp" || r.Summary[0].Metric != "calls/s" || r.Summary[0].Runs != 2 ||
+		!(r.Summary[0].Min > 0 && r.Summary[0].Min <= r.Summary[0].Median && r.Summary[0].Median <= r.Summary[0].Max) {
+		t.Errorf("recorded run %+v", r)
 	}
 }

@@ -102,6 +102,43 @@ type TargetInfo struct {
 	LastSeen time.Time `json:"last_seen"`
 }
 
+// BenchRun is one recorded benchmark run (quiver bench goodput,
+// handshakes, sweep, ackfreq or rpc). The store knows nothing of the
+// bench: Summary is what the dashboard shows, Result the bench's own JSON
+// kept whole.
+type BenchRun struct {
+	ID   int64  `json:"id"`
+	Kind string `json:"kind"` // e.g. goodput, sweep-rcvbuf, ackfreq, rpc
+	// Command is the command line that made the run.
+	Command     string     `json:"command"`
+	ToolVersion string     `json:"tool_version"`
+	Host        string     `json:"host"` // one line: CPU, cores, kernel, Go
+	Started     time.Time  `json:"started"`
+	Recorded    time.Time  `json:"recorded"`
+	Summary     []BenchRow `json:"summary"`
+	// Result is the bench's whole JSON; BenchRuns leaves it empty.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// BenchRow is one line of a benchmark run's summary: a metric of one
+// subject (an implementation pair, an RPC transport) in one configuration.
+type BenchRow struct {
+	Config  string  `json:"config,omitempty"`
+	Subject string  `json:"subject"`
+	Metric  string  `json:"metric"` // what Median measures, with its unit: "goodput Mbit/s"
+	Median  float64 `json:"median"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Runs    int     `json:"runs"`
+	Failed  int     `json:"failed,omitempty"`
+	// CPU is a second metric when the bench has one (CPU s/GB, both
+	// ends), with its unit in CPUMetric.
+	CPU       float64 `json:"cpu,omitempty"`
+	CPUMetric string  `json:"cpu_metric,omitempty"`
+	// Note is a short remark: a ratio against a baseline, a reduction.
+	Note string `json:"note,omitempty"`
+}
+
 // Filter selects cells; empty fields match everything.
 type Filter struct {
 	RunID    int64
@@ -138,6 +175,17 @@ type Store interface {
 	// LatestGrid returns the latest result of each target × scenario,
 	// ordered by target then scenario.
 	LatestGrid(ctx context.Context) ([]Cell, error)
+
+	// AddBenchRun records a benchmark run and returns its id;
+	// ErrDuplicate if a run of the same kind, start time and command is
+	// already recorded.
+	AddBenchRun(ctx context.Context, b BenchRun) (int64, error)
+	// BenchRuns returns the latest benchmark runs, newest first, at most
+	// limit of them (all when limit <= 0), without their whole JSON.
+	BenchRuns(ctx context.Context, limit int) ([]BenchRun, error)
+	// BenchRun returns one benchmark run with its whole JSON; ErrNotFound
+	// if there is none with that id.
+	BenchRun(ctx context.Context, id int64) (BenchRun, error)
 
 	// SchemaVersion is the highest migration applied.
 	SchemaVersion(ctx context.Context) (int, error)

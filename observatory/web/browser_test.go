@@ -98,9 +98,55 @@ func TestBrowser(t *testing.T) {
 		os.WriteFile(dir+"/dashboard-grid.png", shot, 0o644)
 	}
 
+	// The Benchmarks panel stands beside the grid, to its right at this
+	// window width, and lists the newest run first with a drawn chart:
+	// bars of positive width, one per row of that run.
+	type box struct{ Left, Top, Right, Bottom float64 }
+	boxes, err := chromedp.Run(ctx, chromedp.Evaluate[[]box](`["table.grid", "#benchmarks"].map(s => {
+		const r = document.querySelector(s).getBoundingClientRect();
+		return {Left: r.left, Top: r.top, Right: r.right, Bottom: r.bottom};
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(boxes) != 2 || boxes[1].Left < boxes[0].Right || boxes[1].Top > boxes[0].Bottom {
+		t.Errorf("benchmarks panel at %+v is not beside the grid at %+v", boxes[1], boxes[0])
+	}
+	panel, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#benchmarks table.bench-runs tbody tr")].map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panel) != 2 || !strings.Contains(panel[0], "sweep-gso") || !strings.Contains(panel[1], "goodput") || !strings.Contains(panel[1], "3717") {
+		t.Errorf("benchmark rows %q, want the sweep then the goodput run", panel)
+	}
+	bars, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[...document.querySelectorAll("#benchmarks svg.bars rect.bar")].map(e => e.getBoundingClientRect().width)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bars) != 2 || !(bars[0] > bars[1] && bars[1] > 0) {
+		t.Errorf("chart bars of widths %v, want two, quiver's (1602) longer than quic-go's (1017)", bars)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#benchmarks a[href^="/bench/"]`)), chromedp.WaitVisible(chromedp.CSS("table.bench-summary"))); err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#command")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cmd, "quiver bench sweep") || !strings.Contains(cmd, hostile) {
+		t.Errorf("benchmark page command %q, want the sweep's command with its markup as text", cmd)
+	}
+	if dir := os.Getenv("QUIVER_SCREENSHOT_DIR"); dir != "" {
+		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#benchmarks"))); err == nil {
+			if shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+				os.WriteFile(dir+"/dashboard-benchmarks.png", shot, 0o644)
+			}
+		}
+	}
+
 	// Every page shows target markup as text: the DOM holds no script or
 	// img element from it, and the script did not run.
-	for _, page := range []string{"/", "/results/" + itoa(f.hostileID), "/target?name=" + urlq(hostile), "/changes", "/adoption", "/runs/1"} {
+	for _, page := range []string{"/", "/results/" + itoa(f.hostileID), "/target?name=" + urlq(hostile), "/changes", "/adoption", "/runs/1", "/bench", "/bench/" + itoa(f.benchIDs[1])} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+page), chromedp.WaitReady(chromedp.CSS("main"))); err != nil {
 			t.Fatalf("%s: %v", page, err)
 		}

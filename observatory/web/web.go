@@ -1,8 +1,9 @@
 // Package web is the observatory's dashboard: server-rendered pages over a
 // [store.Store] — the grid of targets × scenarios, each target's history,
 // feature adoption across versions and time, run diffs, changes, and the
-// drill-down to a result's evidence and artifacts — plus one JSON endpoint,
-// /api/grid.
+// drill-down to a result's evidence and artifacts, and beside the grid the
+// latest benchmark runs (/bench) — plus two JSON endpoints, /api/grid and
+// /api/bench.
 //
 // Everything a target sent (close reasons, sentences built from them, even
 // its name) is untrusted: pages go through html/template, which escapes it
@@ -49,11 +50,11 @@ type App struct {
 // rows' artifact paths are relative to; downloads never leave it.
 func New(st store.Store, artifactsDir string) (*App, error) {
 	a := &App{store: st, artifacts: artifactsDir, FlapWindow: observatory.DefaultFlapWindow, pages: map[string]*template.Template{}}
-	base, err := template.New("").ParseFS(templateFiles, "templates/layout.html", "templates/changes.html")
+	base, err := template.New("").Funcs(template.FuncMap{"headline": benchHeadline}).ParseFS(templateFiles, "templates/layout.html", "templates/changes.html", "templates/bench.html")
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []string{"grid", "changes", "targets", "target", "adoption", "runs", "run", "diff", "result", "error"} {
+	for _, p := range []string{"grid", "changes", "targets", "target", "adoption", "runs", "run", "diff", "result", "error", "benchruns", "benchrun"} {
 		t, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -82,7 +83,10 @@ func (a *App) RegisterOnMux(mux *http.ServeMux) {
 	mux.HandleFunc("GET /changes", a.handle(a.changes))
 	mux.HandleFunc("GET /results/{id}", a.handle(a.result))
 	mux.HandleFunc("GET /results/{id}/artifacts/{n}", a.artifact)
+	mux.HandleFunc("GET /bench", a.handle(a.benchRuns))
+	mux.HandleFunc("GET /bench/{id}", a.handle(a.benchRun))
 	mux.HandleFunc("GET /api/grid", a.apiGrid)
+	mux.HandleFunc("GET /api/bench", a.apiBench)
 }
 
 // page is what a handler returns: the template, the title and the data.
@@ -148,6 +152,7 @@ func (a *App) handle(f func(r *http.Request) (page, error)) http.HandlerFunc {
 type gridData struct {
 	Grid    *observatory.Grid
 	Changes []observatory.Change
+	Bench   benchPanel
 }
 
 // Cell is used by the template; a missing cell is nil.
@@ -175,7 +180,11 @@ func (a *App) grid(r *http.Request) (page, error) {
 	if len(ch) > 10 {
 		ch = ch[:10]
 	}
-	return page{"grid", "Targets × scenarios", gridData{Grid: observatory.NewGrid(cells), Changes: ch}}, nil
+	bp, err := a.benchPanel(r)
+	if err != nil {
+		return page{}, err
+	}
+	return page{"grid", "Targets × scenarios", gridData{Grid: observatory.NewGrid(cells), Changes: ch, Bench: bp}}, nil
 }
 
 func (a *App) changes(r *http.Request) (page, error) {

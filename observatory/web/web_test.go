@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/bench"
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/internal/leakcheck"
 	"github.com/quiver-quic/quiver/observatory"
@@ -33,8 +34,59 @@ type fixture struct {
 	st        store.Store
 	artifacts string
 	secret    string
-	hostileID int64 // the result whose reason holds the markup
-	traversal int64 // the result whose artifacts try to leave the folder
+	hostileID int64   // the result whose reason holds the markup
+	traversal int64   // the result whose artifacts try to leave the folder
+	benchIDs  []int64 // benchmark runs, oldest first
+}
+
+// addBenchRuns records two benchmark runs made as quiver bench makes
+// them: a goodput run, then a sweep whose configuration name carries
+// markup.
+func (f *fixture) addBenchRuns(t *testing.T) {
+	t.Helper()
+	mk := func(kind, cfg string, started time.Time, pairs map[string][3]float64) []byte {
+		res := bench.Result{Kind: kind, Command: "quiver bench " + kind + " --runs 3 --values '" + cfg + "'", Started: started,
+			Host: bench.HostInfo{CPU: "Test CPU", CPUs: 2, Kernel: "6.18", GoVersion: "go1.26.8"}}
+		res.Options.Configs = []bench.Config{{Name: cfg}}
+		for _, name := range []string{"quiver", "quic-go", "tcp"} {
+			v, ok := pairs[name]
+			if !ok {
+				continue
+			}
+			res.Summaries = append(res.Summaries, bench.Summary{Config: cfg, Pair: bench.Pair{Server: name, Client: name},
+				Rate: bench.Stat{N: 3, Median: v[0], Min: v[1], Max: v[2]}, ServerCPU: bench.Stat{N: 3, Median: 3}, ClientCPU: bench.Stat{N: 3, Median: 4}})
+		}
+		// The ratios summarize computes, against the baselines present.
+		for i := range res.Summaries {
+			for _, base := range res.Summaries {
+				if base.Pair.Server == "quic-go" || base.Pair.Server == "tcp" {
+					if res.Summaries[i].Ratios == nil {
+						res.Summaries[i].Ratios = map[string]float64{}
+					}
+					res.Summaries[i].Ratios[base.Pair.String()] = res.Summaries[i].Rate.Median / base.Rate.Median
+				}
+			}
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, doc := range [][]byte{
+		mk("goodput", "default", time.Date(2026, 11, 30, 2, 40, 0, 0, time.UTC), map[string][3]float64{"quiver": {1786, 1504, 1881}, "quic-go": {1043, 987, 1157}, "tcp": {3717, 3215, 3842}}),
+		mk("sweep", "gso="+hostile, time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), map[string][3]float64{"quiver": {1602, 1500, 1700}, "quic-go": {1017, 990, 1030}}),
+	} {
+		rec, err := observatory.BenchRecord(doc, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := f.st.AddBenchRun(context.Background(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.benchIDs = append(f.benchIDs, id)
+	}
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -96,6 +148,7 @@ func newFixture(t *testing.T) *fixture {
 				[]store.Artifact{{Kind: "qlog", Path: "../secret.txt"}, {Kind: "qlog", Path: f.secret}, {Kind: "qlog", Path: "run-1/evil/link.qlog"}, {Kind: "keylog", Path: "run-1/evil"}})
 		}
 	}
+	f.addBenchRuns(t)
 	return f
 }
 
@@ -131,7 +184,6 @@ func TestPagesRenderAndEscape(t *testing.T) {
 	srv := newServer(t, f)
 	defer http.DefaultClient.CloseIdleConnections()
 	pages := map[string][]string{
-		"/":                                {"Targets × scenarios", "ack-frequency", "The handshake completed.", "arrived"},
 		"/targets":                         {"good", "127.0.0.1:4433"},
 		"/target?name=good":                {"Target good", "<svg", "polyline", "run 1", "v2"},
 		"/adoption":                        {"Feature adoption", "<svg", "impl", "v1", "v2", "of 3 targets"},
@@ -142,7 +194,14 @@ func TestPagesRenderAndEscape(t *testing.T) {
 		"/results/" + itoa(f.hostileID):    {"RFC 9000 §10.2", "quoted text", "close.reason", "CONNECTION_CLOSE", "keylog: run-1/evil/keys.log"},
 		"/target?name=" + urlq(hostile):    {"Target "},
 		"/changes?target=" + urlq(hostile): {"Changes"},
-		"/static/style.css":                {".v-pass"},
+		"/static/style.css":                {".v-pass", ".bench-panel"},
+		// The benchmark panel beside the grid: the newest run first, its
+		// best row, its command and its chart.
+		"/": {"Targets × scenarios", "ack-frequency", "The handshake completed.", "arrived",
+			`id="benchmarks"`, "Benchmarks", "sweep-gso", "goodput", "tcp&lt;-tcp: 3717 goodput Mbit/s", "quiver bench sweep --runs 3", `class="chart bars"`, "1602", "/bench/" + itoa(f.benchIDs[1])},
+		"/bench":                        {"Benchmark runs", "sweep-gso", "goodput", "quiver bench goodput --runs 3"},
+		"/bench/" + itoa(f.benchIDs[0]): {"Benchmark run", "Test CPU, 2 CPUs", "1786.0", "1504.0–1881.0", "1.71× quic-go&lt;-quic-go", "0.48× tcp&lt;-tcp", "7.00 CPU s/GB", "<svg", "Whole result"},
+		"/api/bench":                    {`"kind": "sweep-gso"`, `"median": 1786`},
 	}
 	for path, wants := range pages {
 		resp, body := get(t, srv.URL+path)
@@ -177,10 +236,33 @@ func TestPagesRenderAndEscape(t *testing.T) {
 		"/target":           400,
 		"/diff?a=1":         400,
 		"/no-such-page":     404,
+		"/bench/999":        404,
+		"/bench/x":          400,
 	} {
 		if resp, _ := get(t, srv.URL+path); resp.StatusCode != code {
 			t.Errorf("GET %s: %s, want %d", path, resp.Status, code)
 		}
+	}
+}
+
+// TestBenchPanelEmpty: a store with conformance results but no
+// benchmark runs says how to record one.
+func TestBenchPanelEmpty(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := newServer(t, &fixture{st: st, artifacts: t.TempDir()})
+	defer http.DefaultClient.CloseIdleConnections()
+	_, body := get(t, srv.URL+"/")
+	if !strings.Contains(body, "No benchmark runs recorded yet") || !strings.Contains(body, "quiver track import") {
+		t.Errorf("empty panel lacks its hint:\n%s", body)
+	}
+	resp, body := get(t, srv.URL+"/api/bench")
+	if resp.StatusCode != 200 || strings.TrimSpace(body) != "[]" {
+		t.Errorf("/api/bench on an empty store: %s %q", resp.Status, body)
 	}
 }
 
