@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"sync"
 )
 
@@ -65,3 +67,34 @@ func (q *callQueue) pop(ctx context.Context) (frame, error) {
 		}
 	}
 }
+
+// recvFunc reads a client's request messages from q on the server: a
+// message frame is a message, an end frame the end of the stream (io.EOF),
+// and a failed queue or a done ctx the end of the call. Messages larger
+// than max fail with ResourceExhausted.
+func (q *callQueue) recvFunc(ctx context.Context, max int) func() ([]byte, error) {
+	ended := false
+	return func() ([]byte, error) {
+		if ended {
+			return nil, io.EOF
+		}
+		f, err := q.pop(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctxStatus(ctx)
+			}
+			return nil, unavailable(false, "request stream broken: %v", err)
+		}
+		if f.typ == frameEnd {
+			ended = true
+			return nil, io.EOF
+		}
+		if len(f.data) > max {
+			return nil, &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request message of %d bytes exceeds the limit of %d", len(f.data), max)}
+		}
+		return f.data, nil
+	}
+}
+
+// streamEnd is what a request stream's end looks like in a callQueue.
+var streamEnd = frame{typ: frameEnd}

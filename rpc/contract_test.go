@@ -64,6 +64,47 @@ func newTestServer(t testing.TB) (*Server, *testService) {
 		svc.ended <- ctx.Err()
 		return nil, ctx.Err()
 	})
+	// Echo.Sum reads messages until the client's end and answers with
+	// their count and concatenation.
+	RegisterClientStream(srv, "Echo.Sum", func(ctx context.Context, recv func() (*echoReq, error)) (*echoResp, error) {
+		var out echoResp
+		for {
+			r, err := recv()
+			if err == io.EOF {
+				return &out, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			out.I++
+			out.Msg += r.Msg
+		}
+	})
+	// Echo.Chat answers every message at once, numbered; "fail" ends
+	// the call with Aborted, and "wait" waits for cancellation.
+	RegisterBidiStream(srv, "Echo.Chat", func(ctx context.Context, recv func() (*echoReq, error), send func(*echoResp) error) error {
+		for i := 0; ; i++ {
+			r, err := recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			switch r.Msg {
+			case "fail":
+				return Errorf(Aborted, "failed after %d", i)
+			case "wait":
+				svc.started <- struct{}{}
+				<-ctx.Done()
+				svc.ended <- ctx.Err()
+				return ctx.Err()
+			}
+			if err := send(&echoResp{Msg: r.Msg, I: i, Data: r.Data}); err != nil {
+				return err
+			}
+		}
+	})
 	RegisterStream(srv, "Echo.Count", func(ctx context.Context, r *echoReq, send func(*echoResp) error) error {
 		for i := range r.N {
 			if err := send(&echoResp{Msg: r.Msg, I: i}); err != nil {
@@ -225,6 +266,8 @@ func TestContract(t *testing.T) {
 			t.Run("large", func(t *testing.T) { contractLarge(t, k) })
 			t.Run("concurrent", func(t *testing.T) { contractConcurrent(t, k) })
 			t.Run("stream", func(t *testing.T) { contractStream(t, k) })
+			t.Run("client-stream", func(t *testing.T) { contractClientStream(t, k) })
+			t.Run("bidi-stream", func(t *testing.T) { contractBidiStream(t, k) })
 			t.Run("auth", func(t *testing.T) { contractAuth(t, k) })
 			t.Run("restart", func(t *testing.T) { contractRestart(t, k) })
 		})
@@ -407,6 +450,107 @@ func contractStream(t *testing.T, k kit) {
 			break
 		}
 		n++
+	}
+}
+
+func contractClientStream(t *testing.T, k kit) {
+	e := startEnv(t, k)
+	ctx := testCtx(t)
+	s, err := OpenStream[echoReq, echoResp](ctx, e.client, "Echo.Sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := ""
+	for i := range 50 {
+		m := fmt.Sprint(i % 10)
+		want += m
+		if err := s.Send(&echoReq{Msg: m}); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+	}
+	r, err := s.CloseAndRecv()
+	if err != nil || r.I != 50 || r.Msg != want {
+		t.Fatalf("CloseAndRecv = %+v, %v; want 50 messages %q", r, err, want)
+	}
+	// A client-streaming method called as unary, and a unary one as a
+	// stream, fail with Unimplemented.
+	if _, err := Call[echoReq, echoResp](ctx, e.client, "Echo.Sum", &echoReq{}); CodeOf(err) != Unimplemented {
+		t.Errorf("Echo.Sum as unary: %v, want Unimplemented", err)
+	}
+	s2, err := OpenStream[echoReq, echoResp](ctx, e.client, "Echo.Echo")
+	if err == nil {
+		defer s2.Close()
+		_, err = s2.CloseAndRecv()
+	}
+	if CodeOf(err) != Unimplemented {
+		t.Errorf("Echo.Echo as a stream: %v, want Unimplemented", err)
+	}
+}
+
+func contractBidiStream(t *testing.T, k kit) {
+	e := startEnv(t, k)
+	ctx := testCtx(t)
+	s, err := OpenStream[echoReq, echoResp](ctx, e.client, "Echo.Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ping-pong: each answer arrives before the next request is sent, so
+	// requests and answers really interleave on the transport.
+	big := bytes.Repeat([]byte{7}, 32<<10) // within UDPMaxMessage once base64-encoded
+	for i := range 20 {
+		m := &echoReq{Msg: fmt.Sprint("m", i)}
+		if i%5 == 4 {
+			m.Data = big
+		}
+		if err := s.Send(m); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+		r, err := s.Recv()
+		if err != nil || r.I != i || r.Msg != m.Msg || !bytes.Equal(r.Data, m.Data) {
+			t.Fatalf("Recv %d = %+v, %v", i, r, err)
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Recv(); err != io.EOF {
+		t.Fatalf("after CloseSend: %+v, %v; want io.EOF", r, err)
+	}
+	s.Close()
+	// An error from the handler ends the stream with its status.
+	s, err = OpenStream[echoReq, echoResp](ctx, e.client, "Echo.Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&echoReq{Msg: "a"})
+	s.Send(&echoReq{Msg: "fail"})
+	if _, err := s.Recv(); err != nil {
+		t.Fatalf("first answer: %v", err)
+	}
+	if _, err := s.Recv(); CodeOf(err) != Aborted {
+		t.Errorf("after fail: %v, want Aborted", err)
+	}
+	s.Close()
+	// Closing a stream in the middle cancels the handler.
+	s, err = OpenStream[echoReq, echoResp](ctx, e.client, "Echo.Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&echoReq{Msg: "wait"})
+	select {
+	case <-e.svc.started:
+	case <-ctx.Done():
+		t.Fatal("handler never started")
+	}
+	s.Close()
+	select {
+	case err := <-e.svc.ended:
+		if err == nil {
+			t.Error("handler's context not canceled")
+		}
+	case <-ctx.Done():
+		t.Fatal("closing the stream did not cancel the handler")
 	}
 }
 

@@ -31,7 +31,12 @@ const (
 	frameCancel  byte = 4
 )
 
-const flagIdempotent byte = 1
+const (
+	flagIdempotent byte = 1
+	// flagStream: message frames from the client follow the request, and
+	// an end frame from the client closes its side.
+	flagStream byte = 2
+)
 
 // frameOverhead bounds the bytes a frame adds to its payload beyond method
 // and metadata; a frame larger than the message size limit plus this is a
@@ -69,6 +74,9 @@ func appendRequest(b []byte, id uint64, r *Request) []byte {
 	var flags byte
 	if r.Idempotent {
 		flags |= flagIdempotent
+	}
+	if r.Stream {
+		flags |= flagStream
 	}
 	b, start := beginFrame(b, frameRequest, flags, id)
 	b = appendString(b, r.Method)
@@ -152,7 +160,7 @@ func parseFrame(b []byte) (f frame, err error) {
 	f.callID = d.uvarint()
 	switch f.typ {
 	case frameRequest:
-		r := &Request{Idempotent: f.flags&flagIdempotent != 0}
+		r := &Request{Idempotent: f.flags&flagIdempotent != 0, Stream: f.flags&flagStream != 0}
 		r.Method = string(d.bytes())
 		r.Codec = string(d.bytes())
 		r.Timeout = time.Duration(d.uvarint()) * time.Microsecond

@@ -30,6 +30,7 @@ const (
 	hdrTimeout       = "Quiver-Timeout" // microseconds
 	hdrIdempotent    = "Quiver-Idempotent"
 	hdrDuplex        = "Quiver-Duplex"
+	hdrStream        = "Quiver-Stream" // the body is a stream of message frames
 	hdrMetaPrefix    = "Quiver-Md-"
 	httpContentType  = "application/quiver-frames"
 	alpnHTTP2        = "h2"
@@ -85,7 +86,36 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var err error
-	if r.Header.Get(hdrDuplex) == "1" {
+	streamed := false
+	if r.Header.Get(hdrStream) == "1" {
+		// The body carries the client's messages as message frames; its
+		// end ends them, and an error (a reset, a broken connection)
+		// cancels the call. HTTP/1.1 needs full duplex to read the body
+		// while answering.
+		req.Stream, streamed = true, true
+		http.NewResponseController(w).EnableFullDuplex()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		q := newCallQueue()
+		req.Recv = q.recvFunc(ctx, hh.max)
+		br := bufio.NewReaderSize(r.Body, streamReadBuffer)
+		go func() {
+			for {
+				f, err := readFrame(br, hh.max+frameOverhead)
+				if err == io.EOF {
+					q.push(streamEnd)
+					return
+				}
+				if err != nil || f.typ != frameMessage {
+					q.fail(errors.New("request stream broken"))
+					cancel()
+					return
+				}
+				q.push(f)
+			}
+		}()
+	} else if r.Header.Get(hdrDuplex) == "1" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -113,6 +143,10 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", httpContentType)
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if streamed && flusher != nil {
+		// The client's OpenStream returns with the response headers.
+		flusher.Flush()
+	}
 	var st *Status
 	var held []byte
 	switch {
@@ -210,10 +244,44 @@ func (t *httpTransport) Name() string                      { return t.name }
 func (t *httpTransport) Connect(ctx context.Context) error { return t.connect(ctx) }
 func (t *httpTransport) Close() error                      { return t.close() }
 
+// OpenStream implements Streamer: the request body is a pipe of message
+// frames, closed by CloseSend.
+func (t *httpTransport) OpenStream(ctx context.Context, req *Request) (SendStream, error) {
+	pr, pw := io.Pipe()
+	rs, err := t.roundTrip(ctx, req, pr)
+	if err != nil {
+		pw.CloseWithError(err)
+		return nil, err
+	}
+	hs := rs.(*httpStream)
+	hs.pw = pw
+	return hs, nil
+}
+
+// Send writes a request message of a stream call.
+func (s *httpStream) Send(p []byte) error {
+	if _, err := s.pw.Write(appendMessage(nil, 0, p)); err != nil {
+		if s.ctx.Err() != nil {
+			return ctxStatus(s.ctx)
+		}
+		return unavailable(false, "%s: send: %v", s.name, err)
+	}
+	return nil
+}
+
+// CloseSend ends the request body.
+func (s *httpStream) CloseSend() error { return s.pw.Close() }
+
 func (t *httpTransport) RoundTrip(ctx context.Context, req *Request) (ResponseStream, error) {
+	return t.roundTrip(ctx, req, nil)
+}
+
+func (t *httpTransport) roundTrip(ctx context.Context, req *Request, stream io.ReadCloser) (ResponseStream, error) {
 	var body io.ReadCloser
 	var done chan struct{}
-	if t.duplex {
+	if stream != nil {
+		body = stream
+	} else if t.duplex {
 		done = make(chan struct{})
 		body = &duplexBody{ctx: ctx, done: done, head: binary.BigEndian.AppendUint32(nil, uint32(len(req.Payload))), payload: req.Payload}
 	} else {
@@ -223,7 +291,10 @@ func (t *httpTransport) RoundTrip(ctx context.Context, req *Request) (ResponseSt
 	if err != nil {
 		return nil, Errorf(Internal, "build request: %v", err)
 	}
-	if !t.duplex {
+	if stream != nil {
+		hr.ContentLength = -1
+		hr.Header.Set(hdrStream, "1")
+	} else if !t.duplex {
 		hr.ContentLength = int64(len(req.Payload))
 	}
 	hr.Header.Set("Content-Type", httpContentType)
@@ -234,7 +305,7 @@ func (t *httpTransport) RoundTrip(ctx context.Context, req *Request) (ResponseSt
 	if req.Idempotent {
 		hr.Header.Set(hdrIdempotent, "1")
 	}
-	if t.duplex {
+	if t.duplex && stream == nil {
 		hr.Header.Set(hdrDuplex, "1")
 	}
 	for k, vs := range req.Metadata {
@@ -301,6 +372,7 @@ type httpStream struct {
 	resp     *http.Response
 	br       *bufio.Reader
 	done     chan struct{}
+	pw       *io.PipeWriter // request body of a stream call
 	finished bool
 	once     sync.Once
 }
@@ -336,6 +408,9 @@ func (s *httpStream) Close() error {
 		s.finished = true
 		if s.done != nil {
 			close(s.done)
+		}
+		if s.pw != nil {
+			s.pw.CloseWithError(errors.New("call ended"))
 		}
 		s.resp.Body.Close()
 	})

@@ -23,6 +23,7 @@ type muxConn struct {
 	mu     sync.Mutex
 	calls  map[uint64]*callQueue         // client side
 	cancel map[uint64]context.CancelFunc // server side
+	input  map[uint64]*callQueue         // server side: request streams
 	nextID uint64
 	err    error
 	done   chan struct{}
@@ -31,7 +32,7 @@ type muxConn struct {
 func newMuxConn(name string, conn net.Conn, maxMessage int) *muxConn {
 	return &muxConn{
 		conn: conn, fw: newFrameWriter(conn), maxFrame: maxMessage + frameOverhead, name: name,
-		calls: map[uint64]*callQueue{}, cancel: map[uint64]context.CancelFunc{}, done: make(chan struct{}),
+		calls: map[uint64]*callQueue{}, cancel: map[uint64]context.CancelFunc{}, input: map[uint64]*callQueue{}, done: make(chan struct{}),
 	}
 }
 
@@ -43,8 +44,8 @@ func (m *muxConn) close(err error) {
 		return
 	}
 	m.err = err
-	calls, cancels := m.calls, m.cancel
-	m.calls, m.cancel = nil, nil
+	calls, cancels, inputs := m.calls, m.cancel, m.input
+	m.calls, m.cancel, m.input = nil, nil, nil
 	close(m.done)
 	m.mu.Unlock()
 	m.fw.fail(err)
@@ -54,6 +55,9 @@ func (m *muxConn) close(err error) {
 	}
 	for _, c := range cancels {
 		c()
+	}
+	for _, q := range inputs {
+		q.fail(err)
 	}
 }
 
@@ -103,6 +107,27 @@ func (m *muxConn) roundTrip(ctx context.Context, req *Request) (ResponseStream, 
 		return nil, unavailable(false, "%s: send request: %v", m.name, err)
 	}
 	return &muxStream{m: m, id: id, q: q, ctx: ctx}, nil
+}
+
+// Send writes a request message of a stream call.
+func (s *muxStream) Send(p []byte) error {
+	if len(p) > s.m.maxFrame-frameOverhead {
+		return &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request message of %d bytes exceeds the %s transport's limit of %d", len(p), s.m.name, s.m.maxFrame-frameOverhead)}
+	}
+	id := s.id
+	if err := s.m.fw.write(func(b []byte) []byte { return appendMessage(b, id, p) }); err != nil {
+		return unavailable(false, "%s: send: %v", s.m.name, err)
+	}
+	return nil
+}
+
+// CloseSend ends the request stream with an end frame from the client.
+func (s *muxStream) CloseSend() error {
+	id := s.id
+	if err := s.m.fw.write(func(b []byte) []byte { return appendEnd(b, id, nil) }); err != nil {
+		return unavailable(false, "%s: close send: %v", s.m.name, err)
+	}
+	return nil
 }
 
 func (m *muxConn) forget(id uint64) {
@@ -192,6 +217,11 @@ func (m *muxConn) serverLoop(h Handler, base *Request) {
 				return
 			}
 			m.cancel[f.callID] = cancel
+			if req.Stream {
+				q := newCallQueue()
+				m.input[f.callID] = q
+				req.Recv = q.recvFunc(cctx, m.maxFrame-frameOverhead)
+			}
 			m.mu.Unlock()
 			wg.Add(1)
 			go func(id uint64) {
@@ -200,10 +230,22 @@ func (m *muxConn) serverLoop(h Handler, base *Request) {
 				m.mu.Lock()
 				if m.cancel != nil {
 					delete(m.cancel, id)
+					delete(m.input, id)
 				}
 				m.mu.Unlock()
 				cancel()
 			}(f.callID)
+		case frameMessage, frameEnd:
+			// A request stream's next message, or its end.
+			m.mu.Lock()
+			q := m.input[f.callID]
+			if f.typ == frameEnd {
+				delete(m.input, f.callID)
+			}
+			m.mu.Unlock()
+			if q != nil {
+				q.push(f)
+			}
 		case frameCancel:
 			m.mu.Lock()
 			cancel := m.cancel[f.callID]
@@ -321,6 +363,19 @@ func (t *streamTransport) RoundTrip(ctx context.Context, req *Request) (Response
 		return nil, err
 	}
 	return m.roundTrip(ctx, req)
+}
+
+// OpenStream implements Streamer.
+func (t *streamTransport) OpenStream(ctx context.Context, req *Request) (SendStream, error) {
+	m, err := t.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := m.roundTrip(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return rs.(*muxStream), nil
 }
 
 func (t *streamTransport) Close() error {

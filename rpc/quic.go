@@ -124,12 +124,35 @@ func serveQUICStream(s *quic.Stream, h Handler, base *Request, max int) {
 	req.Transport, req.RemoteAddr, req.TLS = base.Transport, base.RemoteAddr, base.TLS
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		// Anything after the request (a cancel frame, the stream's end, a
-		// reset, the connection's end) means the client is done.
-		readFrame(br, frameOverhead)
-		cancel()
-	}()
+	if req.Stream {
+		// The client's messages follow the request; its end of the
+		// stream (FIN) ends them, and a reset cancels the call.
+		q := newCallQueue()
+		req.Recv = q.recvFunc(ctx, max)
+		go func() {
+			for {
+				f, err := readFrame(br, max+frameOverhead)
+				if err == io.EOF {
+					q.push(streamEnd)
+					return
+				}
+				if err != nil || f.typ != frameMessage {
+					q.fail(errors.New("request stream reset"))
+					cancel()
+					return
+				}
+				q.push(f)
+			}
+		}()
+	} else {
+		go func() {
+			// Anything after the request (a cancel frame, the stream's
+			// end, a reset, the connection's end) means the client is
+			// done.
+			readFrame(br, frameOverhead)
+			cancel()
+		}()
+	}
 	// A unary call's answer and end frame go out in one write, so that
 	// they can share a packet.
 	unary := isUnary(h, req.Method)
@@ -238,6 +261,35 @@ func (t *quicTransport) RoundTrip(ctx context.Context, req *Request) (ResponseSt
 	qs := &quicStream{s: s, ctx: ctx}
 	qs.br = bufio.NewReaderSize(ctxReader{ctx, s}, streamReadBuffer)
 	return qs, nil
+}
+
+// OpenStream implements Streamer: the request frame, then a message frame
+// per Send, then the stream's FIN at CloseSend.
+func (t *quicTransport) OpenStream(ctx context.Context, req *Request) (SendStream, error) {
+	rs, err := t.RoundTrip(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return rs.(*quicStream), nil
+}
+
+// Send writes a request message of a stream call.
+func (q *quicStream) Send(p []byte) error {
+	if _, err := q.s.WriteContext(q.ctx, appendMessage(nil, 0, p)); err != nil {
+		if q.ctx.Err() != nil {
+			return ctxStatus(q.ctx)
+		}
+		return unavailable(false, "quic: send: %v", err)
+	}
+	return nil
+}
+
+// CloseSend ends the request stream (FIN).
+func (q *quicStream) CloseSend() error {
+	if err := q.s.CloseWrite(); err != nil {
+		return unavailable(false, "quic: close send: %v", err)
+	}
+	return nil
 }
 
 type ctxReader struct {

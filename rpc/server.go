@@ -54,8 +54,9 @@ type Server struct {
 }
 
 type method struct {
-	stream bool
-	call   func(ctx context.Context, codec Codec, payload []byte, send func(any) error) (any, error)
+	stream bool // answers with a stream of messages
+	input  bool // reads a stream of request messages (req.Recv)
+	call   func(ctx context.Context, codec Codec, req *Request, send func(any) error) (any, error)
 }
 
 // NewServer returns an empty server.
@@ -66,9 +67,9 @@ func NewServer() *Server {
 // Register adds a unary handler for name ("Service.Method"). It panics if
 // the name is taken, as a duplicate is a programming error.
 func Register[Req, Resp any](s *Server, name string, h func(ctx context.Context, req *Req) (*Resp, error)) {
-	s.register(name, &method{call: func(ctx context.Context, codec Codec, payload []byte, _ func(any) error) (any, error) {
+	s.register(name, &method{call: func(ctx context.Context, codec Codec, r *Request, _ func(any) error) (any, error) {
 		req := new(Req)
-		if err := codec.Unmarshal(payload, req); err != nil {
+		if err := codec.Unmarshal(r.Payload, req); err != nil {
 			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
 		}
 		return h(ctx, req)
@@ -78,13 +79,45 @@ func Register[Req, Resp any](s *Server, name string, h func(ctx context.Context,
 // RegisterStream adds a server-streaming handler: it answers one request
 // with any number of messages, each passed to send.
 func RegisterStream[Req, Resp any](s *Server, name string, h func(ctx context.Context, req *Req, send func(*Resp) error) error) {
-	s.register(name, &method{stream: true, call: func(ctx context.Context, codec Codec, payload []byte, send func(any) error) (any, error) {
+	s.register(name, &method{stream: true, call: func(ctx context.Context, codec Codec, r *Request, send func(any) error) (any, error) {
 		req := new(Req)
-		if err := codec.Unmarshal(payload, req); err != nil {
+		if err := codec.Unmarshal(r.Payload, req); err != nil {
 			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
 		}
 		return nil, h(ctx, req, func(r *Resp) error { return send(r) })
 	}})
+}
+
+// RegisterClientStream adds a client-streaming handler: it reads any
+// number of request messages with recv (io.EOF after the client's last)
+// and answers with one message. Clients call it with OpenStream.
+func RegisterClientStream[Req, Resp any](s *Server, name string, h func(ctx context.Context, recv func() (*Req, error)) (*Resp, error)) {
+	s.register(name, &method{input: true, call: func(ctx context.Context, codec Codec, r *Request, _ func(any) error) (any, error) {
+		return h(ctx, decodingRecv[Req](codec, r.Recv))
+	}})
+}
+
+// RegisterBidiStream adds a bidirectionally streaming handler: it reads
+// request messages with recv and writes answers with send, in any order.
+// Clients call it with OpenStream.
+func RegisterBidiStream[Req, Resp any](s *Server, name string, h func(ctx context.Context, recv func() (*Req, error), send func(*Resp) error) error) {
+	s.register(name, &method{input: true, stream: true, call: func(ctx context.Context, codec Codec, r *Request, send func(any) error) (any, error) {
+		return nil, h(ctx, decodingRecv[Req](codec, r.Recv), func(r *Resp) error { return send(r) })
+	}})
+}
+
+func decodingRecv[Req any](codec Codec, recv func() ([]byte, error)) func() (*Req, error) {
+	return func() (*Req, error) {
+		b, err := recv()
+		if err != nil {
+			return nil, err
+		}
+		req := new(Req)
+		if err := codec.Unmarshal(b, req); err != nil {
+			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
+		}
+		return req, nil
+	}
 }
 
 func (s *Server) register(name string, m *method) {
@@ -180,6 +213,15 @@ func (s *Server) HandleCall(ctx context.Context, req *Request, send func([]byte)
 	if m == nil {
 		return &Status{Code: Unimplemented, Message: fmt.Sprintf("unknown method %q", req.Method)}
 	}
+	if m.input != req.Stream {
+		if m.input {
+			return &Status{Code: Unimplemented, Message: fmt.Sprintf("method %q reads a stream of requests: call it with OpenStream", req.Method)}
+		}
+		return &Status{Code: Unimplemented, Message: fmt.Sprintf("method %q takes one request, not a stream", req.Method)}
+	}
+	if req.Stream && req.Recv == nil {
+		return &Status{Code: Unimplemented, Message: fmt.Sprintf("the %s transport cannot carry a stream of requests", req.Transport)}
+	}
 	codec := codecs[req.Codec]
 	if codec == nil {
 		return &Status{Code: InvalidArgument, Message: fmt.Sprintf("unknown codec %q", req.Codec)}
@@ -224,7 +266,7 @@ func (s *Server) HandleCall(ctx context.Context, req *Request, send func([]byte)
 		}
 		return send(b)
 	}
-	resp, err := m.call(ctx, codec, req.Payload, sendMsg)
+	resp, err := m.call(ctx, codec, req, sendMsg)
 	if err != nil {
 		if ctx.Err() != nil && CodeOf(err) == Unknown {
 			return ctxStatus(ctx)

@@ -15,6 +15,14 @@ type Request struct {
 	Timeout    time.Duration // 0: no deadline
 	Idempotent bool
 	Payload    []byte
+	// Stream marks a call whose client sends a stream of messages after
+	// the request (client and bidirectional streaming); Payload is then
+	// empty.
+	Stream bool
+	// Recv is set by server-side transports on a Stream call: it returns
+	// the client's next message, io.EOF after its last one, or an error
+	// if the call broke.
+	Recv func() ([]byte, error)
 
 	// Set by server-side transports.
 	Transport  string
@@ -45,6 +53,25 @@ type ResponseStream interface {
 	Recv() ([]byte, error)
 	// Close releases the call; a call not yet finished is canceled.
 	Close() error
+}
+
+// SendStream is the client side of a call whose request is a stream of
+// messages.
+type SendStream interface {
+	ResponseStream
+	// Send writes one request message.
+	Send(payload []byte) error
+	// CloseSend says the client has no more messages.
+	CloseSend() error
+}
+
+// Streamer is implemented by transports that carry client and
+// bidirectional streams; all seven of this package do (on UDP each
+// message is limited to UDPMaxMessage). A Transport of another package
+// may leave it out, and OpenStream then fails with Unimplemented.
+type Streamer interface {
+	// OpenStream starts a call with req.Stream set.
+	OpenStream(ctx context.Context, req *Request) (SendStream, error)
 }
 
 // Handler serves calls that a Listener received. Server implements it.
