@@ -78,6 +78,7 @@ type cellLink struct {
 	urlHost string
 	relay   netem.RelayConfig
 	cross   *netem.TCPFlow
+	line    *netem.DelayLine
 }
 
 // setupLink prepares the link of a cell for engine. The relay config it
@@ -142,6 +143,14 @@ func (l *cellLink) startCross(ctx context.Context, s Scenario, lg *cellLog) erro
 	if l.ns == nil {
 		return fmt.Errorf("cross traffic needs the namespace engine")
 	}
+	// The TCP flow is forwarded by the kernel, not the relay: the delay
+	// line gives it the scenario's one-way delay, so that both flows see
+	// the same base RTT at the shared bottleneck.
+	line, err := l.ns.DelayTCP(ctx, s.ToClient.Delay)
+	if err != nil {
+		return err
+	}
+	l.line = line
 	f, err := l.ns.StartTCPFlow(ctx, l.ns.Server, netem.NSCrossServer, l.ns.Client, netip.AddrPortFrom(netem.NSCrossClient, 5201), "cubic")
 	if err != nil {
 		return err
@@ -169,6 +178,11 @@ func (l *cellLink) stopCross(lg *cellLog) *CrossRecord {
 	if err != nil {
 		rec.Error = err.Error()
 	}
+	if l.line != nil {
+		rec.DelayMs = float64(l.line.Delay) / float64(time.Millisecond)
+		l.line.Close()
+		l.line = nil
+	}
 	lg.printf("cross traffic: %d bytes, %.2f Mbit/s (%v)", n, bps/1e6, err)
 	return rec
 }
@@ -177,6 +191,9 @@ func (l *cellLink) stopCross(lg *cellLog) *CrossRecord {
 func (l *cellLink) close() {
 	if l.cross != nil {
 		l.cross.Stop()
+	}
+	if l.line != nil {
+		l.line.Close()
 	}
 	if l.ns != nil {
 		l.ns.Close()
@@ -198,5 +215,8 @@ type CrossRecord struct {
 	CC    string  `json:"cc"`
 	Bytes int64   `json:"bytes"`
 	Mbps  float64 `json:"mbps"`
-	Error string  `json:"error,omitempty"`
+	// DelayMs is the one-way delay the flow's packets got in each
+	// direction (the delay line).
+	DelayMs float64 `json:"delay_ms"`
+	Error   string  `json:"error,omitempty"`
 }

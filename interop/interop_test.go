@@ -86,7 +86,7 @@ func needNamespaces(t *testing.T) {
 // TestCellNamespaces runs a short crosstraffic cell, Quiver server ←
 // quic-go client, in network namespaces: the endpoints in their own
 // namespaces, the relay and a 10 Mbit/s tbf in the router, and a TCP
-// Cubic flow through the same bottleneck. The QUIC and TCP goodputs must
+// Cubic flow through the same bottleneck, delayed like the QUIC flow. The QUIC and TCP goodputs must
 // share the bottleneck: together no more than it carries, and neither
 // starved.
 func TestCellNamespaces(t *testing.T) {
@@ -120,8 +120,8 @@ func TestCellNamespaces(t *testing.T) {
 		}
 	}
 	m := res.Values[0]
-	if m.Cross == nil || m.Cross.Bytes == 0 {
-		t.Fatalf("no cross traffic recorded: %+v", m.Cross)
+	if m.Cross == nil || m.Cross.Bytes == 0 || m.Cross.DelayMs != 15 {
+		t.Fatalf("cross traffic recorded: %+v, want bytes and a 15 ms delay line", m.Cross)
 	}
 	quicMbps := m.DataSpan / 1000
 	t.Logf("QUIC %.2f Mbit/s (data span), TCP %s %.2f Mbit/s over its whole life", quicMbps, m.Cross.CC, m.Cross.Mbps)

@@ -67,6 +67,8 @@ type NamespaceConfig struct {
 // the process that made them is gone.
 type Namespaces struct {
 	Client, Router, Server string
+	// RouterToClient and RouterToServer are the router's veth ends.
+	RouterToClient, RouterToServer string
 
 	mu     sync.Mutex
 	closed bool
@@ -117,6 +119,7 @@ func SetupNamespaces(ctx context.Context, cfg NamespaceConfig) (_ *Namespaces, e
 	// Interface names are at most 15 bytes: the veth ends are named after
 	// the namespace they sit in and the one they face.
 	vc, vrc, vrs, vs := p+"c", p+"rc", p+"rs", p+"s"
+	n.RouterToClient, n.RouterToServer = vrc, vrs
 	if len(vrc) > 15 {
 		return nil, fmt.Errorf("netem: namespace prefix %q is too long for interface names", p)
 	}

@@ -237,3 +237,68 @@ func TestNamespacesRebindAddr(t *testing.T) {
 		t.Errorf("server saw the client as %q, want an address of %s", seen, NSRebindPool)
 	}
 }
+
+// TestNamespacesDelayTCP checks the delay line on forwarded TCP: a
+// connection through the router takes at least the two one-way delays to
+// open, and a bulk flow still fills the bottleneck.
+func TestNamespacesDelayTCP(t *testing.T) {
+	const rate, delay = 20e6, 15 * time.Millisecond
+	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, QueueBytes: 50 * 1500, Forward: true})
+	l, err := n.DelayTCP(t.Context(), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var ln net.Listener
+	if err := n.Do(n.Client, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(NSCrossClient, 5202).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	var took time.Duration
+	if err := n.Do(n.Server, func() error {
+		start := time.Now()
+		c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(NSCrossClient, 5202).String(), 5*time.Second)
+		took = time.Since(start)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if took < 2*delay {
+		t.Errorf("TCP connect through the delay line took %v, want at least %v", took, 2*delay)
+	}
+	f, err := n.StartTCPFlow(t.Context(), n.Server, NSCrossServer, n.Client, netip.AddrPortFrom(NSCrossClient, 5201), "cubic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Received() < 2*rate/8 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, bps, err := f.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried, lost := l.Packets()
+	t.Logf("connect %v; TCP %s with %v each way: %d bytes, %.2f Mbit/s; the line carried %d packets, lost %d", took, f.CC, delay, got, bps/1e6, carried, lost)
+	if bps < 0.5*rate || bps > 1.1*rate {
+		t.Errorf("delayed cross traffic at %.2f Mbit/s through a %.0f Mbit/s bottleneck", bps/1e6, rate/1e6)
+	}
+	if carried == 0 {
+		t.Error("the delay line carried nothing")
+	}
+}
