@@ -110,6 +110,24 @@ func (s *cidState) issue() {
 	}
 }
 
+// onIssuedByProbe records a connection ID sent with a chosen sequence
+// number (Conn.IssueConnectionID). RFC 9000 §5.1.1: "The sequence number
+// on each newly issued connection ID MUST increase by 1"; the engine's own
+// IDs continue after the largest number used, so that no number names two
+// IDs. A number already in use (a probe of the peer's checks) is not
+// recorded twice.
+func (s *cidState) onIssuedByProbe(seq uint64, cid []byte) {
+	if seq >= s.nextSeq {
+		s.nextSeq = seq + 1
+	}
+	for _, e := range s.local {
+		if e.seq == seq {
+			return
+		}
+	}
+	s.local = append(s.local, localCIDEntry{seq: seq, cid: cid, sent: true})
+}
+
 func (s *cidState) onNewConnectionID(now time.Time, f *wire.NewConnectionIDFrame) error {
 	// RFC 9000 §19.15: "An endpoint that is sending packets with a
 	// zero-length Destination Connection ID MUST treat receipt of a

@@ -340,6 +340,19 @@ func (c *Conn) finish() {
 	c.ep.forget(c)
 	c.releaseOldEndpoints()
 	c.streams.closeAll(c.closeErr)
+	// A connection from the package-level Dial owns its socket: when it
+	// ends on its own (idle timeout, the peer's close, a stateless reset)
+	// the socket goes with it, not only on Close. Endpoints shared by
+	// several connections are not owned and stay open.
+	c.mu.Lock()
+	ep, owns := c.ep, c.ownsEndpoint
+	c.mu.Unlock()
+	if owns {
+		// Before loopDone, so that Done means the socket is released. The
+		// endpoint no longer counts c (forget above), so its Close does
+		// not wait for this loop.
+		ep.Close()
+	}
 	close(c.loopDone)
 }
 

@@ -213,6 +213,13 @@ func dialNew(ctx context.Context, network, addr string, cfg *Config, early bool)
 	c.mu.Lock()
 	c.ownsEndpoint = true
 	c.mu.Unlock()
+	select {
+	case <-c.loopDone:
+		// The connection ended before it owned the socket: its loop did
+		// not close it (Endpoint.Close is idempotent).
+		e.Close()
+	default:
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,74 @@ func TestECNMarking(t *testing.T) {
 					t.Errorf("%s received %v", who, m)
 				}
 			}
+		})
+	}
+}
+
+// TestDialReleasesSocket: a connection from the package-level Dial owns
+// its UDP socket and closes it when it ends on its own (the peer's close,
+// idle timeout), not only on Close; the port can then be bound again. A
+// connection dialed from a shared Endpoint leaves the endpoint open.
+func TestDialReleasesSocket(t *testing.T) {
+	for _, how := range []string{"peer-close", "idle-timeout", "shared-endpoint"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			scfg := testServerConfig(t, "hq-interop")
+			if how == "idle-timeout" {
+				scfg.MaxIdleTimeout = 300 * time.Millisecond
+			}
+			ep, err := Listen("udp", "127.0.0.1:0", scfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			go func() {
+				for {
+					sc, err := ep.Accept(ctx)
+					if err != nil {
+						return
+					}
+					if how != "idle-timeout" {
+						sc.Close(0, "bye")
+					}
+				}
+			}()
+			var c *Conn
+			var shared *Endpoint
+			if how == "shared-endpoint" {
+				if shared, err = Listen("udp", "127.0.0.1:0", testClientConfig(t, "hq-interop")); err != nil {
+					t.Fatal(err)
+				}
+				defer shared.Close()
+				c, err = shared.Dial(ctx, "udp", ep.Addr().String(), testClientConfig(t, "hq-interop"))
+			} else {
+				c, err = Dial(ctx, "udp4", ep.Addr().String(), testClientConfig(t, "hq-interop"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := c.LocalAddr().(*net.UDPAddr)
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Fatal("the connection did not end")
+			}
+			t.Logf("connection ended: %v", c.Err())
+			if shared != nil {
+				// The shared endpoint still works: another connection.
+				c2, err := shared.Dial(ctx, "udp", ep.Addr().String(), testClientConfig(t, "hq-interop"))
+				if err != nil {
+					t.Fatalf("the shared endpoint no longer dials after one of its connections ended: %v", err)
+				}
+				c2.Close(0, "")
+				return
+			}
+			pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero, Port: local.Port})
+			if err != nil {
+				t.Fatalf("the ended connection still holds its socket: %v", err)
+			}
+			pc.Close()
 		})
 	}
 }

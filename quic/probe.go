@@ -117,11 +117,14 @@ func (c *Conn) ForceKeyUpdate() error {
 
 // IssueConnectionID sends a NEW_CONNECTION_ID frame with a fresh
 // connection ID of ours and the chosen sequence number and Retire Prior
-// To, whatever the rules say; the endpoint routes the new ID to c.
+// To, whatever the rules say; the endpoint routes the new ID to c. The
+// engine counts the ID as issued: its own NEW_CONNECTION_ID frames go on
+// above seq, and the peer may retire it.
 func (c *Conn) IssueConnectionID(seq, retirePriorTo uint64) ([]byte, error) {
 	cid := newCID(max(c.ep.cidLen, 1))
 	if !c.run(contextBackground, func(now time.Time) {
 		c.ep.register(cid, c)
+		c.cids.onIssuedByProbe(seq, cid)
 		c.probeRT.inject[appSpace] = append(c.probeRT.inject[appSpace], &wire.NewConnectionIDFrame{
 			SequenceNumber: seq, RetirePriorTo: retirePriorTo, ConnectionID: cid, StatelessResetToken: c.ep.resetToken(cid)})
 	}) {

@@ -1,0 +1,83 @@
+package quic
+
+import (
+	"bytes"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// startPeerTestConn is startPeerTest that also returns the server's Conn.
+func startPeerTestConn(t *testing.T, cfg *Config) (*testPeer, *Conn) {
+	n := newMemNet(5 * time.Millisecond)
+	ep, err := NewEndpoint(n.listen(testServerAddr), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := ep.Accept(t.Context())
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	p := newTestPeer(t, n, testServerAddr)
+	p.handshake("hq-interop")
+	return p, <-accepted
+}
+
+// TestIssueConnectionIDSequence: connection IDs issued through
+// Conn.IssueConnectionID and the engine's own share one sequence: "The
+// sequence number on each newly issued connection ID MUST increase by 1"
+// (RFC 9000 §5.1.1), so no number names two IDs, and the peer may retire
+// an ID issued either way (§19.16: only a number "greater than any
+// previously sent to the peer" is a PROTOCOL_VIOLATION).
+func TestIssueConnectionIDSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sc := startPeerTestConn(t, testServerConfig(t, "hq-interop"))
+		bySeq := map[uint64][]byte{}
+		record := func(space spaceID, f wire.Frame) {
+			nc, ok := f.(*wire.NewConnectionIDFrame)
+			if !ok {
+				return
+			}
+			if old, ok := bySeq[nc.SequenceNumber]; ok && !bytes.Equal(old, nc.ConnectionID) {
+				t.Errorf("sequence number %d names two connection IDs: %x and %x", nc.SequenceNumber, old, nc.ConnectionID)
+			}
+			bySeq[nc.SequenceNumber] = append([]byte(nil), nc.ConnectionID...)
+		}
+		p.readFor(time.Second, record)
+		next := uint64(0)
+		for s := range bySeq {
+			next = max(next, s+1)
+		}
+		if next == 0 {
+			t.Fatal("the server issued no connection ID")
+		}
+		if _, err := sc.IssueConnectionID(next, 0); err != nil {
+			t.Fatal(err)
+		}
+		p.readFor(time.Second, record)
+		if bySeq[next] == nil {
+			t.Fatalf("the NEW_CONNECTION_ID of sequence %d did not arrive", next)
+		}
+		// Retire the engine's ID 1. The client's active_connection_id_limit
+		// (2) is met by IDs 0 and next, so no replacement is due; an
+		// engine that lost count would issue next a second time.
+		p.writeFrames(appSpace, &wire.RetireConnectionIDFrame{SequenceNumber: 1})
+		p.readFor(time.Second, record)
+		// Retire the ID issued through the API: a valid retirement, after
+		// which the engine issues a replacement under a new number.
+		p.writeFrames(appSpace, &wire.RetireConnectionIDFrame{SequenceNumber: next})
+		p.readFor(time.Second, record)
+		if err := sc.Err(); err != nil {
+			t.Fatalf("retiring the ID issued with sequence %d closed the connection: %v", next, err)
+		}
+		if bySeq[next+1] == nil {
+			t.Errorf("no replacement with sequence %d after retiring 1 and %d; issued: %v", next+1, next, bySeq)
+		}
+	})
+}
