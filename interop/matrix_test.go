@@ -25,7 +25,7 @@ func TestMatrix(t *testing.T) {
 	if os.Getenv("QUIVER_INTEROP_FULL") == "1" {
 		tests = "all"
 	}
-	quiverTests := "handshake,resumption,zerortt"
+	quiverTests := "handshake,resumption,zerortt,keyupdate,chacha20,ecn"
 	if os.Getenv("QUIVER_INTEROP_FULL") == "1" {
 		quiverTests = "all"
 	}

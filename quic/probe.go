@@ -75,8 +75,11 @@ type PacketInfo struct {
 	// ECN is the ECN codepoint of the received datagram's IP header (0
 	// until the engine reads it from the socket; see the TODO in the
 	// package notes).
-	ECN     uint8
-	Payload []byte
+	ECN uint8
+	// KeyPhase is the Key Phase bit of a received 1-RTT packet (RFC 9001
+	// §6), after header protection is removed.
+	KeyPhase bool
+	Payload  []byte
 }
 
 // Packet number spaces for InjectFrames.
