@@ -120,6 +120,7 @@ func runServer(ctx context.Context, cfg *config) error {
 				_ = h3.ServeQUICConn(conn)
 			}()
 		default:
+			go echoDatagrams(ctx, conn)
 			go serveHQ(ctx, conn, cfg.root)
 		}
 	}
