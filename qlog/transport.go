@@ -27,6 +27,7 @@ const (
 	NameCongestionStateUpdated = "recovery:congestion_state_updated"
 	NameLossTimerUpdated       = "recovery:loss_timer_updated"
 	NamePacketLost             = "recovery:packet_lost"
+	NameMTUUpdated             = "connectivity:mtu_updated"
 )
 
 // PacketSent is logged for every packet the endpoint sends.
@@ -572,6 +573,33 @@ func (ev KeyDiscarded) AppendData(b []byte) []byte {
 		e.uint("generation", ev.Generation)
 	}
 	e.optStr("trigger", ev.Trigger)
+	e.close()
+	return e.b
+}
+
+// MTUUpdated is logged when path MTU discovery changes the largest
+// datagram the endpoint sends (draft-ietf-quic-qlog-quic-events
+// mtu_updated). Done says that the search has ended for now.
+type MTUUpdated struct {
+	Old  uint32 `json:"old"`
+	New  uint32 `json:"new"`
+	Done bool   `json:"done"`
+}
+
+// Name returns NameMTUUpdated.
+func (MTUUpdated) Name() string { return NameMTUUpdated }
+
+// AppendData appends the event data.
+func (ev MTUUpdated) AppendData(b []byte) []byte {
+	e := enc{b: b}
+	e.open()
+	if ev.Old != 0 {
+		e.uint("old", uint64(ev.Old))
+	}
+	e.uint("new", uint64(ev.New))
+	if ev.Done {
+		e.bool("done", true)
+	}
 	e.close()
 	return e.b
 }

@@ -68,11 +68,29 @@ type Config struct {
 	// ActiveConnectionIDLimit is the active_connection_id_limit transport
 	// parameter. Default 4.
 	ActiveConnectionIDLimit uint64
-	// MaxUDPPayloadSize is the max_udp_payload_size transport parameter.
-	// Default 1452. The engine itself sends 1200-byte datagrams until the
-	// handshake is confirmed, then up to 1452 bytes within the peer's
-	// limit (no path MTU discovery yet).
+	// MaxUDPPayloadSize is the max_udp_payload_size transport parameter:
+	// the largest datagram this endpoint accepts. Default 1452. What the
+	// engine sends is set by InitialPacketSize, MaxPacketSize and path MTU
+	// discovery.
 	MaxUDPPayloadSize uint64
+
+	// DisablePathMTUDiscovery turns DPLPMTUD (RFC 9000 §14.3, RFC 8899)
+	// off: the connection then sends datagrams of InitialPacketSize bytes
+	// at most. With it on (the default) the connection starts at
+	// InitialPacketSize once the handshake is confirmed, probes larger
+	// sizes with PING+PADDING packets up to MaxPacketSize (and the peer's
+	// max_udp_payload_size), falls back to InitialPacketSize when full-size
+	// packets stop arriving (a black hole), and probes again every ten
+	// minutes. ConnStats.MaxDatagramSize reports the size in use.
+	DisablePathMTUDiscovery bool
+	// InitialPacketSize is the datagram size used from the confirmation
+	// of the handshake until probing finds more (BASE_PLPMTU of RFC
+	// 8899). Default and minimum 1200, the size every QUIC path carries
+	// (RFC 9000 §14).
+	InitialPacketSize int
+	// MaxPacketSize is the largest datagram DPLPMTUD probes for
+	// (MAX_PLPMTU). Default 1452 (a 1500-byte IPv6 path), at most 2048.
+	MaxPacketSize int
 
 	// Allow0RTT lets a server accept 0-RTT data in resumed connections, and
 	// a client send 0-RTT data when it resumes a session whose ticket
@@ -180,9 +198,9 @@ const (
 	// for: large buffers absorb bursts at high rates.
 	defaultSocketBuffer = 8 << 20
 
-	// maxDatagramSize is the size of the datagrams the engine sends. RFC
-	// 9000 §14: every path supports at least 1200 bytes; DPLPMTUD would
-	// raise this.
+	// maxDatagramSize is the default largest datagram the engine sends
+	// (MaxPacketSize), which DPLPMTUD probes for. RFC 9000 §14: every
+	// path supports at least 1200 bytes.
 	maxDatagramSize = 1200 + 252
 	// minInitialDatagramSize is RFC 9000 §14.1: "A client MUST expand the
 	// payload of all UDP datagrams carrying Initial packets to at least the
@@ -256,6 +274,21 @@ func (c *Config) maxUDPPayloadSize() uint64 {
 		return defaultMaxUDPPayloadSize
 	}
 	return c.MaxUDPPayloadSize
+}
+
+// maxPacketSizeLimit bounds MaxPacketSize: the receive buffers hold 2048
+// bytes.
+const maxPacketSizeLimit = recvBufSize
+
+func (c *Config) initialPacketSize() int {
+	return min(max(c.InitialPacketSize, minInitialDatagramSize), c.maxPacketSize())
+}
+
+func (c *Config) maxPacketSize() int {
+	if c.MaxPacketSize == 0 {
+		return maxDatagramSize
+	}
+	return min(max(c.MaxPacketSize, minInitialDatagramSize), maxPacketSizeLimit)
 }
 
 func (c *Config) versions(isClient bool) []uint32 {

@@ -214,6 +214,10 @@ type ConnectionInfo struct {
 	// VersionNegotiated reports that a Version Negotiation packet made
 	// the client change version.
 	VersionNegotiated bool
+	// MaxDatagramSize is the largest datagram the connection sends now
+	// (path MTU discovery keeps it current; see
+	// Config.DisablePathMTUDiscovery); 0 until the handshake is confirmed.
+	MaxDatagramSize int
 }
 
 // ConnectionInfo returns the version and handshake facts of the
@@ -241,6 +245,12 @@ type ConnStats struct {
 	KeyGeneration uint64
 	// ECN reports whether the connection still marks its packets ECT(0).
 	ECN bool
+	// MaxDatagramSize is the largest datagram the connection sends now;
+	// PMTUProbes and PMTUProbesLost count path MTU probes, PMTUBlackHoles
+	// the times full-size packets stopped arriving and the size fell
+	// back to the base (conn_pmtud.go).
+	MaxDatagramSize                            int
+	PMTUProbes, PMTUProbesLost, PMTUBlackHoles int
 }
 
 // Stats returns the connection's current statistics; after the
@@ -255,6 +265,8 @@ func (c *Conn) Stats() ConnStats {
 			BytesInFlight: c.loss.ld.BytesInFlight(), PTOCount: c.loss.ld.PTOCount(),
 			DatagramsSent: c.stats.sent, DatagramsReceived: c.stats.recv, PacketsLost: c.stats.lost, PTOs: c.stats.ptos,
 			KeyGeneration: c.appKeys.Generation(), ECN: c.ecn.codepoint() != 0,
+			MaxDatagramSize: c.datagramSize(), PMTUProbes: c.pmtud.probesSent, PMTUProbesLost: c.pmtud.probesLost,
+			PMTUBlackHoles: c.pmtud.blackHoles,
 		}
 	})
 	return s

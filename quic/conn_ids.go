@@ -278,6 +278,9 @@ func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
 	c.peerAddr = addr
 	c.mu.Unlock()
 	c.cids.usePeerCID()
+	if c.cids.newAddrIP {
+		c.pmtudReset(now)
+	}
 	c.addrValidated = false
 	c.bytesRecv, c.bytesSent = uint64(c.lastDgramSize), 0
 	rand.Read(c.cids.challenge[:])

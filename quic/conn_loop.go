@@ -88,6 +88,7 @@ type connState struct {
 	ackFreq   ackFreqState
 	ecn       ecnState
 	keyUpdate keyUpdateState
+	pmtud     pmtudState
 }
 
 // connStats counts events for tests and debugging.
@@ -128,7 +129,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
 	c.localCID = newCID(ep.cidLen)
-	c.sendBuf = make([]byte, 0, maxDatagramSize+64)
+	c.sendBuf = make([]byte, 0, max(maxDatagramSize, cfg.maxPacketSize())+64)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
 	}
@@ -150,6 +151,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		c.qlog = cfg.Tracer(c.origDCID, isClient)
 	}
 	c.loss.init(c, now)
+	c.pmtudInit()
 	c.ecn.disabled = cfg.DisableECN
 	c.streams.init(c)
 	c.cids.init(c)
@@ -264,6 +266,7 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	add(c.loss.pacerDeadline(now, c))
+	add(c.pmtud.deadline())
 	return t
 }
 

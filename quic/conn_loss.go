@@ -346,6 +346,9 @@ func (c *Conn) onPacketAcked(now time.Time, space spaceID, p recovery.SentPacket
 	if space == appSpace && p.AckEliciting {
 		c.ackFreq.ackedAppPackets++
 	}
+	if space == appSpace {
+		c.pmtudOnAcked(now, p)
+	}
 	c.loss.logs[space].take(uint64(p.PacketNumber), func(f *sentFrame) {
 		switch f.kind {
 		case frAck:
@@ -360,6 +363,9 @@ func (c *Conn) onPacketAcked(now time.Time, space spaceID, p recovery.SentPacket
 
 func (c *Conn) onPacketLost(now time.Time, space spaceID, p recovery.SentPacket) {
 	c.stats.lost++
+	if space == appSpace {
+		c.pmtudOnLost(now, p)
+	}
 	c.qlogPacketLost(now, space, uint64(p.PacketNumber))
 	c.loss.logs[space].take(uint64(p.PacketNumber), func(f *sentFrame) {
 		if c.loss.noRetransmit {

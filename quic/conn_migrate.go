@@ -56,6 +56,7 @@ func (c *Conn) Migrate(pc net.PacketConn) error {
 		c.oldEndpoints = append(c.oldEndpoints, oldEndpoint{old, c.ownsEndpoint})
 		c.ownsEndpoint = true
 		c.mu.Unlock()
+		c.pmtudReset(now)
 		rand.Read(c.cids.challenge[:])
 		c.cids.challengePending = true
 		c.cids.pathChallenge = append(c.cids.pathChallenge, c.cids.challenge)

@@ -43,6 +43,12 @@ func (c *Conn) sendPackets(now time.Time) {
 	if c.ep.sock != nil && (c.probe == nil || c.probe.OnSendDatagram == nil) {
 		q = getSendQueue(c.ep.sock.gso && !c.ep.noGSO.Load())
 	}
+	if size, ok := c.pmtudProbeDue(now); ok {
+		if b := c.buildPMTUProbe(now, size); b != nil {
+			c.stats.sent++
+			c.writeDatagram(b, c.ecn.codepoint())
+		}
+	}
 	for i := 0; i < maxDatagramsPerTurn; i++ {
 		b := c.buildDatagram(now)
 		if len(b) == 0 {
@@ -105,14 +111,19 @@ func (c *Conn) amplificationAllowance() int {
 
 // datagramSize is the largest datagram the engine sends now. Until the
 // handshake is confirmed it keeps to 1200 bytes, which every path carries
-// (RFC 9000 §14); then it uses up to maxDatagramSize, within the peer's
-// max_udp_payload_size (§18.2: the peer is not "willing to receive" more).
-// Path MTU discovery would go further.
+// (RFC 9000 §14); then it uses the size DPLPMTUD found (conn_pmtud.go),
+// within the peer's max_udp_payload_size (§18.2: the peer is not "willing
+// to receive" more). While a PTO is outstanding it sends base-size
+// packets, so that its probes pass a path that stopped carrying larger
+// ones and their acknowledgments reveal the black hole.
 func (c *Conn) datagramSize() int {
 	if !c.handshakeConfirmed {
 		return minInitialDatagramSize
 	}
-	size := maxDatagramSize
+	size := c.pmtud.cur
+	if c.pmtud.enabled && c.loss.ld.PTOCount() > 0 {
+		size = c.pmtud.base
+	}
 	if c.havePeerTP && c.peerParams.tp.MaxUDPPayloadSize >= minInitialDatagramSize {
 		size = int(min(uint64(size), c.peerParams.tp.MaxUDPPayloadSize))
 	}

@@ -32,8 +32,25 @@
 // conn_0rtt.go (resumption and 0-RTT), conn_keyupdate.go (key updates),
 // conn_params.go (transport parameters), conn_ackfreq.go (ACK frequency
 // extension, both roles), conn_datagram.go (RFC 9221), ecn.go (ECN marks
-// in and out), conn_qlog.go (qlog events), probe.go and probe_packet.go
-// (test hooks).
+// in and out), conn_pmtud.go (path MTU discovery), conn_qlog.go (qlog
+// events), probe.go and probe_packet.go (test hooks).
+//
+// Path MTU discovery (DPLPMTUD, RFC 9000 §14.3 and RFC 8899) is on by
+// default. Until the handshake is confirmed every datagram carries 1200
+// bytes; then the connection sends InitialPacketSize (default 1200) and
+// probes larger sizes with packets of PING and PADDING: first the largest
+// allowed (Config.MaxPacketSize, default 1452, and the peer's
+// max_udp_payload_size), then by binary search, three lost probes
+// failing a size. Probes count in flight but their loss is no congestion
+// signal (RFC 9000 §14.4). When packets larger than the base size keep
+// getting lost while none sent after the last acknowledged one arrives,
+// the path is taken for a black hole: the size falls back to the base and
+// a new search starts, first at the old size. A search that ended below
+// the maximum starts again after ten minutes (RFC 8899 PMTU_RAISE_TIMER);
+// a new peer address starts one at once. ConnStats.MaxDatagramSize and
+// ConnectionInfo.MaxDatagramSize report the size in use, qlog records
+// connectivity:mtu_updated, and Config.DisablePathMTUDiscovery turns it
+// off.
 //
 // Tests: synctest_test.go and testpeer_test.go run in a testing/synctest
 // bubble over an in-process network (memnet_test.go), the latter with a

@@ -159,7 +159,9 @@ func TestProbeNoKeyUpdateAck(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
-			ferr := fetch(ctx, c, 20000) // new-phase server packets to acknowledge
+			// More than the congestion window (slow start doubled it during
+			// the first download), so that the download needs ACKs.
+			ferr := fetch(ctx, c, 200000) // new-phase server packets to acknowledge
 			if hook {
 				// The server's new-phase packets are never acknowledged,
 				// so the download cannot finish.

@@ -466,7 +466,7 @@ func (l *LossDetector) detectLost(space Space, now time.Time) bool {
 			l.lost = append(l.lost, *p)
 			if p.InFlight {
 				l.bytesInFlight -= int(p.Size)
-				if p.TimeSent.After(lastLoss) {
+				if p.TimeSent.After(lastLoss) && !p.PMTUProbe {
 					lastLoss = p.TimeSent
 				}
 			}
@@ -474,6 +474,9 @@ func (l *LossDetector) detectLost(space Space, now time.Time) bool {
 				continue
 			}
 			s.ackElicitingInFlight--
+			if p.PMTUProbe {
+				continue
+			}
 			// Persistent congestion needs two ack-eliciting packets lost,
 			// "a prior RTT sample existed when these two packets were
 			// sent", and "the duration between the send times of these two

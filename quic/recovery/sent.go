@@ -26,6 +26,14 @@ type SentPacket struct {
 	// InFlight is set when the packet counts toward bytes in flight: it
 	// is ack-eliciting or contains PADDING (RFC 9002 §2).
 	InFlight bool
+	// PMTUProbe marks a DPLPMTUD probe: it counts toward bytes in flight
+	// like any packet (RFC 9000 §14.4: "PMTU probes consume congestion
+	// window"), but its loss is no congestion signal (§14.4: "Loss of a
+	// QUIC packet that is carried in a PMTU probe is therefore not a
+	// reliable indication of congestion and SHOULD NOT trigger a
+	// congestion control reaction"), nor evidence of persistent
+	// congestion.
+	PMTUProbe bool
 
 	state slotState
 }
