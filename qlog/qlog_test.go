@@ -114,6 +114,8 @@ func sampleEvents() []Event {
 		PacketReceived{Header: PacketHeader{PacketType: PacketTypeVersionNegotiation, DCID: scid, SCID: odcid}},
 		KeyUpdated{KeyType: KeyServer1RTT, Old: HexBytes{1}, New: HexBytes{2}, Generation: 1, Trigger: "remote_update"},
 		KeyDiscarded{KeyType: KeyClientHandshake, Trigger: "tls"},
+		MTUUpdated{Old: 1200, New: 1452, Done: true},
+		MTUUpdated{New: 1200},
 		PacketSent{
 			Header: PacketHeader{PacketType: PacketType1RTT, PacketNumber: 9, DCID: odcid},
 			Frames: []FrameInfo{{FrameType: FrameConnectionClose, ErrorSpace: ErrorSpaceTransport, ErrorCode: 0xa,

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quiver-quic/quiver/qlog"
 )
 
 var pmtudEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -182,7 +184,10 @@ func TestPMTUDSettles(t *testing.T) {
 		n := newMemNet(10 * time.Millisecond)
 		path := &pmtuPath{limit: 1350}
 		n.policy = path.policy
-		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), testClientConfig(t, "hq-interop"))
+		var rec qlog.MemoryRecorder
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.Tracer = func([]byte, bool) qlog.Recorder { return &rec }
+		sep, cep, c, err := pair(t, n, scfg, testClientConfig(t, "hq-interop"))
 		defer sep.Close()
 		defer cep.Close()
 		if err != nil {
@@ -203,16 +208,22 @@ func TestPMTUDSettles(t *testing.T) {
 		if sst.PMTUProbesLost < pmtudMaxProbes {
 			t.Errorf("server: %d probes lost, want at least %d", sst.PMTUProbesLost, pmtudMaxProbes)
 		}
-		// Probe losses are no congestion: the window grew as on a clean
-		// path.
-		if sst.CongestionWindow < 100_000 {
-			t.Errorf("server congestion window %d after probe losses", sst.CongestionWindow)
-		}
 		path.mu.Lock()
 		largest := path.largest[netip.MustParseAddrPort(testServerAddr)]
 		path.mu.Unlock()
 		if largest != 1350 {
 			t.Errorf("largest datagram delivered from the server: %d, want 1350", largest)
+		}
+		// qlog: the sizes climb from 1200 to 1350 and the last update
+		// ends the search.
+		evs := qlog.EventsOf[qlog.MTUUpdated](&rec)
+		if len(evs) < 2 || evs[0].New != 1200 || evs[len(evs)-1].New != 1350 || !evs[len(evs)-1].Done {
+			t.Errorf("mtu_updated events %+v", evs)
+		}
+		for i := 1; i < len(evs); i++ {
+			if evs[i].New <= evs[i-1].New || evs[i].Old != evs[i-1].New {
+				t.Errorf("mtu_updated %d: %+v after %+v", i, evs[i], evs[i-1])
+			}
 		}
 		c.Close(0, "")
 	})
