@@ -55,5 +55,15 @@ func TestFrameRoundTrip(t *testing.T) {
 func FuzzParseFrame(f *testing.F) {
 	f.Add(appendRequest(nil, 1, &Request{Method: "m", Metadata: Pairs("a", "b"), Payload: []byte("p")})[4:])
 	f.Add(appendEnd(nil, 2, &Status{Code: Internal, Message: "x"})[4:])
-	f.Fuzz(func(t *testing.T, b []byte) { parseFrame(b) })
+	f.Add(appendRequest(nil, 3, &Request{Method: "s", Stream: true, Idempotent: true})[4:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := parseFrame(b)
+		if err == nil && fr.typ == frameRequest {
+			// A request survives re-encoding with its flags.
+			again, err := parseFrame(appendRequest(nil, fr.callID, fr.req)[4:])
+			if err != nil || again.req.Stream != fr.req.Stream || again.req.Idempotent != fr.req.Idempotent || again.req.Method != fr.req.Method {
+				t.Fatalf("request %+v re-encoded as %+v (%v)", fr.req, again.req, err)
+			}
+		}
+	})
 }

@@ -67,6 +67,7 @@ func Summarise(rs []Result) []Result {
 			s.Calls += r.Calls
 			s.Errors += r.Errors
 			s.Elapsed += r.Elapsed
+			s.CPU += r.CPU
 			tp = append(tp, r.Throughput())
 			p50, p99, p999 = append(p50, r.P50), append(p99, r.P99), append(p999, r.P999)
 		}
@@ -97,6 +98,7 @@ type Ratio struct {
 	Median     float64
 	Min, Max   float64
 	Pairs      int
+	CPU        bool // a ratio of calls per CPU-second
 }
 
 // Ratios pairs the runs of num and den repeat by repeat in every cell
@@ -134,7 +136,28 @@ func Ratios(rs []Result, num, den string) []Ratio {
 	return out
 }
 
+// CPURatios pairs runs like Ratios but compares CPU time per call (den
+// over num, so that above 1 means num is cheaper).
+func CPURatios(rs []Result, num, den string) []Ratio {
+	inv := make([]Result, len(rs))
+	for i, r := range rs {
+		// Throughput of the inverse: calls per CPU second.
+		inv[i] = r
+		inv[i].Runs, inv[i].Rate = 0, 0
+		inv[i].Elapsed = r.CPU
+	}
+	out := Ratios(inv, num, den)
+	for i := range out {
+		out[i].CPU = true
+	}
+	return out
+}
+
 func (r Ratio) String() string {
+	if r.CPU {
+		return fmt.Sprintf("%s / %s calls per CPU-second at conc=%d size=%d: %.2fx (median of %d paired runs, range %.2f-%.2f)",
+			r.Num, r.Den, r.Conc, r.Size, r.Median, r.Pairs, r.Min, r.Max)
+	}
 	return fmt.Sprintf("%s / %s throughput at conc=%d size=%d: %.2fx (median of %d paired runs, range %.2f-%.2f)",
 		r.Num, r.Den, r.Conc, r.Size, r.Median, r.Pairs, r.Min, r.Max)
 }

@@ -158,6 +158,9 @@ func Main(ctx context.Context, c Config, w io.Writer, extra Extra) error {
 			for _, r := range Ratios(rs, num, den) {
 				fmt.Fprintln(w, r)
 			}
+			for _, r := range CPURatios(rs, num, den) {
+				fmt.Fprintln(w, r)
+			}
 		}
 	}
 	return err

@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -24,9 +25,14 @@ type Result struct {
 	Elapsed     time.Duration
 	P50, P99    time.Duration
 	P999        time.Duration
-	Repeat      int     // which repeat of an alternating comparison
-	Runs        int     // set by Summarise: how many runs were folded
-	Rate        float64 // set by Summarise: median calls per second
+	// CPU is the process's CPU time (user and system) during the run;
+	// client and server share the process, so CPU/Calls is what a call
+	// costs both ends, a figure that a loaded machine disturbs far less
+	// than calls per second.
+	CPU    time.Duration
+	Repeat int     // which repeat of an alternating comparison
+	Runs   int     // set by Summarise: how many runs were folded
+	Rate   float64 // set by Summarise: median calls per second
 }
 
 // Throughput is calls per second (for a summary, the median of its runs).
@@ -46,6 +52,7 @@ func Run(ctx context.Context, name string, conc, size int, d time.Duration, call
 	errs := make([]int, conc)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range conc {
@@ -65,7 +72,7 @@ func Run(ctx context.Context, name string, conc, size int, d time.Duration, call
 		}()
 	}
 	wg.Wait()
-	r := Result{Name: name, Concurrency: conc, Size: size, Elapsed: time.Since(start)}
+	r := Result{Name: name, Concurrency: conc, Size: size, Elapsed: time.Since(start), CPU: processCPU() - cpu0}
 	var all []time.Duration
 	for w := range conc {
 		all = append(all, lat[w]...)
@@ -80,15 +87,32 @@ func Run(ctx context.Context, name string, conc, size int, d time.Duration, call
 	return r
 }
 
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// CPUPerCall is the CPU time per call of both ends.
+func (r Result) CPUPerCall() time.Duration {
+	if r.Calls == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Calls)
+}
+
 // BenchLine formats r as a Go benchmark result line with custom units.
 func (r Result) BenchLine() string {
 	nsop := 0.0
 	if r.Calls > 0 {
 		nsop = float64(r.Elapsed.Nanoseconds()) / float64(r.Calls)
 	}
-	return fmt.Sprintf("BenchmarkRPC/%s/conc=%d/size=%d \t%8d\t%12.0f ns/op\t%12.0f calls/s\t%10.1f p50-us\t%10.1f p99-us\t%10.1f p99.9-us\t%6d errors",
+	return fmt.Sprintf("BenchmarkRPC/%s/conc=%d/size=%d \t%8d\t%12.0f ns/op\t%12.0f calls/s\t%10.1f p50-us\t%10.1f p99-us\t%10.1f p99.9-us\t%6d errors\t%8.1f cpu-us/op",
 		r.Name, r.Concurrency, r.Size, r.Calls, nsop, r.Throughput(),
-		us(r.P50), us(r.P99), us(r.P999), r.Errors)
+		us(r.P50), us(r.P99), us(r.P999), r.Errors, us(r.CPUPerCall()))
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -96,13 +120,14 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // ParseLine reads a line printed by BenchLine back.
 func ParseLine(line string) (Result, bool) {
 	var r Result
-	var nsop, tput, p50, p99, p999 float64
+	var nsop, tput, p50, p99, p999, cpu float64
 	var name string
-	n, err := fmt.Sscanf(line, "BenchmarkRPC/%s \t%d\t%f ns/op\t%f calls/s\t%f p50-us\t%f p99-us\t%f p99.9-us\t%d errors",
-		&name, &r.Calls, &nsop, &tput, &p50, &p99, &p999, &r.Errors)
-	if err != nil || n != 8 {
+	n, err := fmt.Sscanf(line, "BenchmarkRPC/%s \t%d\t%f ns/op\t%f calls/s\t%f p50-us\t%f p99-us\t%f p99.9-us\t%d errors\t%f cpu-us/op",
+		&name, &r.Calls, &nsop, &tput, &p50, &p99, &p999, &r.Errors, &cpu)
+	if err != nil || n != 9 {
 		return r, false
 	}
+	r.CPU = time.Duration(cpu * 1e3 * float64(r.Calls))
 	var rest string
 	i := len(name)
 	for j := 0; j < 2; j++ {
@@ -128,9 +153,9 @@ func lastSlash(s string) int {
 
 // Table prints results as an aligned table.
 func Table(w io.Writer, rs []Result) {
-	fmt.Fprintf(w, "%-20s %5s %6s %10s %12s %10s %10s %10s %7s\n", "transport", "conc", "size", "calls", "calls/s", "p50", "p99", "p99.9", "errors")
+	fmt.Fprintf(w, "%-20s %5s %6s %10s %12s %10s %10s %10s %7s %9s\n", "transport", "conc", "size", "calls", "calls/s", "p50", "p99", "p99.9", "errors", "cpu/call")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-20s %5d %6d %10d %12.0f %10s %10s %10s %7d\n", r.Name, r.Concurrency, r.Size, r.Calls, r.Throughput(),
-			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors)
+		fmt.Fprintf(w, "%-20s %5d %6d %10d %12.0f %10s %10s %10s %7d %9s\n", r.Name, r.Concurrency, r.Size, r.Calls, r.Throughput(),
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors, r.CPUPerCall().Round(100*time.Nanosecond))
 	}
 }

@@ -60,6 +60,14 @@ func TestSummariseMedianAndPairedRatios(t *testing.T) {
 	if len(rt) != 1 || rt[0].Median != 2 || rt[0].Min != 1 || rt[0].Max != 3 || rt[0].Pairs != 3 {
 		t.Fatalf("ratios %+v", rt)
 	}
+	// CPU per call: q spends 1 ms of CPU for 100 calls (10 µs/call), g
+	// 1 ms for 50 (20 µs/call): q does 2x the calls per CPU-second.
+	for i := range rs {
+		rs[i].CPU = time.Millisecond
+	}
+	if c := CPURatios(rs[:2], "q", "g"); len(c) != 1 || c[0].Median != 2 || !c[0].CPU {
+		t.Fatalf("CPU ratios %+v", c)
+	}
 }
 
 func TestParsePath(t *testing.T) {
