@@ -116,6 +116,16 @@ type Config struct {
 	// frame we accept. See Conn.SendDatagram and Conn.ReceiveDatagram.
 	MaxDatagramFrameSize uint64
 
+	// StatelessResetKey derives the stateless reset tokens of the
+	// endpoint's connection IDs. Keep it secret and stable across restarts
+	// so that a restarted endpoint can reset connections it has forgotten
+	// (RFC 9000 §10.3.2: "A single static key can be used across all
+	// connections to the same endpoint by generating the proof using a
+	// pseudorandom function that takes a static key and the connection ID
+	// chosen by the endpoint"). The zero value picks a random key per
+	// endpoint.
+	StatelessResetKey [32]byte
+
 	// TokenStore, on a client, keeps the address validation tokens servers
 	// give in NEW_TOKEN frames and offers them in later connections to the
 	// same server, which can then skip Retry (RFC 9000 §8.1.3). See

@@ -128,7 +128,10 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 	if e.tokens, err = newTokenProtector(); err != nil {
 		return nil, err
 	}
-	rand.Read(e.resetSalt[:])
+	e.resetSalt = cfg.StatelessResetKey
+	if e.resetSalt == [32]byte{} {
+		rand.Read(e.resetSalt[:])
+	}
 	if e.sock != nil {
 		go e.readLoopRaw()
 	} else {
