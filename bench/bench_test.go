@@ -328,13 +328,121 @@ func TestSweepConfigs(t *testing.T) {
 	if err != nil || len(cs) != 2 || cs[0].Rmem != DefaultRmem/2 || cs[1].Rmem != 32*DefaultRmem || cs[1].Name != "rcvbuf=32x" {
 		t.Errorf("rcvbuf configs = %+v, %v", cs, err)
 	}
+	if !cs[0].Knobs.KernelBuffers {
+		t.Errorf("rcvbuf configs leave Quiver's forced buffer: %+v", cs[0])
+	}
 	cs, err = SweepConfigs("rate", []string{"10"}, "")
 	if err != nil || cs[0].Topology != "veth" || cs[0].Rate != 10e9 {
 		t.Errorf("rate configs = %+v, %v", cs, err)
 	}
-	for _, bad := range [][2]string{{"cipher", "rc4"}, {"nope", "1"}, {"gso", "maybe"}, {"rcvbuf", "-1"}} {
+	cs, err = SweepConfigs("ack", []string{"2", "1:10", "adaptive"}, "")
+	if err != nil || len(cs) != 3 || cs[1].Name != "ack=1:10" || cs[1].Knobs.AckRatio != 10 || cs[2].Knobs.AckRatio != -1 {
+		t.Errorf("ack configs = %+v, %v", cs, err)
+	}
+	cs, err = SweepConfigs("gro", []string{"off"}, "veth")
+	if err != nil || cs[0].Knobs.GRO != "off" || cs[0].Topology != "veth" || cs[0].Name != "gro=off/veth" {
+		t.Errorf("gro configs = %+v, %v", cs, err)
+	}
+	for _, bad := range [][2]string{{"cipher", "rc4"}, {"nope", "1"}, {"gso", "maybe"}, {"rcvbuf", "-1"}, {"gro", "x"}, {"ack", "0"}} {
 		if _, err := SweepConfigs(bad[0], []string{bad[1]}, ""); err == nil {
 			t.Errorf("SweepConfigs(%s=%s) succeeded", bad[0], bad[1])
+		}
+	}
+}
+
+// TestSweepCipherShort runs AES-256-GCM, which Go's crypto/tls never
+// prefers on its own, through the bench's Quiver and TCP+TLS endpoints
+// (they restrict the suite list) and a quic-go server that follows
+// Quiver's client, and checks the suite each handshake reported.
+func TestSweepCipherShort(t *testing.T) {
+	needPeer(t, filepath.Join(testBins.Peers, "quicgo-peer"))
+	cfgs, err := SweepConfigs("cipher", []string{"aes256"}, "loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := shortOptions(t, Pair{"quiver", "quiver"}, Pair{"quic-go", "quiver"}, Pair{"quic-go", "quic-go"}, Pair{"tcp", "tcp"})
+	o.Size, o.Configs = 1e6, cfgs
+	res, err := Sweep(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res, 3)
+	for _, r := range res.Runs {
+		if r.Cipher != "TLS_AES_256_GCM_SHA384" {
+			t.Errorf("%s: negotiated %q, want TLS_AES_256_GCM_SHA384", r.Pair, r.Cipher)
+		}
+	}
+	if len(res.Unsupported) != 1 || res.Unsupported[0].Pair != (Pair{"quic-go", "quic-go"}) {
+		t.Errorf("unsupported = %+v, want quic-go's own client (it offers every suite)", res.Unsupported)
+	}
+}
+
+func TestCipherChecks(t *testing.T) {
+	out := "starting\n" + CipherLine + "TLS_CHACHA20_POLY1305_SHA256\n"
+	if got := reportedCipher("", out); got != "TLS_CHACHA20_POLY1305_SHA256" {
+		t.Errorf("reportedCipher = %q", got)
+	}
+	if err := checkCipher("chacha20", "TLS_CHACHA20_POLY1305_SHA256"); err != nil {
+		t.Error(err)
+	}
+	if err := checkCipher("aes128-noaesni", "TLS_AES_128_GCM_SHA256"); err != nil {
+		t.Error(err)
+	}
+	if err := checkCipher("aes256", "TLS_AES_128_GCM_SHA256"); err == nil {
+		t.Error("a handshake that chose AES-128 passed as AES-256")
+	}
+	if err := checkCipher("aes256", ""); err != nil {
+		t.Errorf("an unreported suite: %v", err)
+	}
+}
+
+// TestKnobCommandLines checks how each knob reaches each implementation,
+// without running anything.
+func TestKnobCommandLines(t *testing.T) {
+	s := &site{bins: Bins{Quiver: "/q", Peers: "/p"}, host: "127.0.0.1", port: 4433, alpn: "hq-interop", file: "f"}
+	cmd := func(impl string, client bool, k Knobs) (cmdSpec, error) {
+		im, _ := lookupImpl(impl)
+		s.knobs = k
+		if client {
+			return im.client(s)
+		}
+		return im.server(s)
+	}
+	for _, c := range []struct {
+		impl   string
+		client bool
+		k      Knobs
+		want   []string // substrings of the command line; nil: unsupported
+	}{
+		{"quiver", false, Knobs{Cipher: "aes256"}, []string{"bench quiver-serve", "--cipher aes256"}},
+		{"quiver", true, Knobs{Cipher: "aes128-noaesni"}, []string{"GODEBUG=cpu.aes=off,cpu.pclmulqdq=off", "bench quiver-get", "--cipher aes128"}},
+		{"quiver", true, Knobs{GRO: "off"}, []string{"QUIVER_DISABLE_GRO=true", " get "}},
+		{"quiver", false, Knobs{KernelBuffers: true}, []string{"--socket-buffer -1"}},
+		{"quiver", false, Knobs{AckRatio: 10}, []string{"--ack-ratio 10"}},
+		{"tcp", true, Knobs{Cipher: "chacha20"}, []string{"bench tls-get", "--cipher chacha20"}},
+		{"tcp", false, Knobs{GRO: "off"}, nil},
+		{"quic-go", false, Knobs{Cipher: "aes128-noaesni"}, []string{"GODEBUG=cpu.aes=off,cpu.pclmulqdq=off", "quicgo-peer"}},
+		{"quic-go", true, Knobs{Cipher: "aes256"}, nil},
+		{"quic-go", true, Knobs{Cipher: "chacha20"}, []string{"GODEBUG=cpu.aes=off"}},
+		{"quic-go", false, Knobs{GRO: "on"}, nil},
+		{"quic-go", false, Knobs{GRO: "off"}, []string{"quicgo-peer"}},
+		{"ngtcp2", false, Knobs{Cipher: "aes128-noaesni"}, nil},
+	} {
+		spec, err := cmd(c.impl, c.client, c.k)
+		if c.want == nil {
+			if !errors.Is(err, errUnsupported) {
+				t.Errorf("%s client=%v %+v: %v, want unsupported", c.impl, c.client, c.k, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s client=%v %+v: %v", c.impl, c.client, c.k, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(spec.String(), w) {
+				t.Errorf("%s client=%v %+v: %q lacks %q", c.impl, c.client, c.k, spec, w)
+			}
 		}
 	}
 }

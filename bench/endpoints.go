@@ -115,6 +115,9 @@ func TLSGet(ctx context.Context, rawURL, outDir string) (int64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.TLS != nil {
+		printCipher(os.Stderr, *resp.TLS)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET %s: %s", rawURL, resp.Status)
 	}
@@ -201,6 +204,9 @@ type QuiverEndpointConfig struct {
 	// AckRatio is passed to AckPolicyHook unless it is 0 or 2, the
 	// default of RFC 9000 (one ACK per two ack-eliciting packets).
 	AckRatio int
+	// SocketBuffer is quic.Config.SocketBuffer: 0 the engine's 8 MiB, -1
+	// the kernel's default.
+	SocketBuffer int
 }
 
 func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
@@ -213,10 +219,37 @@ func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
 	default:
 		return fmt.Errorf("congestion controller %q: want cubic or reno", q.CC)
 	}
+	cfg.SocketBuffer = q.SocketBuffer
 	if q.AckRatio != 0 && q.AckRatio != 2 {
 		return AckPolicyHook(cfg, q.AckRatio, server)
 	}
 	return nil
+}
+
+// RestrictCipher makes every TLS 1.3 handshake of this process offer (as
+// a client) or accept (as a server) only the named suite (aes128, aes256
+// or chacha20); "" leaves crypto/tls's default list. The bench's own
+// endpoints are processes of their own, so the process-wide setting
+// (quic.RestrictTLS13Suites) is theirs alone.
+func RestrictCipher(name string) (restore func(), err error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	id, err := quic.ParseTLS13Suite(name)
+	if err != nil {
+		return nil, err
+	}
+	return quic.RestrictTLS13Suites(id)
+}
+
+// CipherLine is what the bench's endpoints print once a handshake has
+// chosen its suite; the bench reads it back from their output.
+const CipherLine = "cipher-suite: "
+
+func printCipher(w io.Writer, st tls.ConnectionState) {
+	if st.CipherSuite != 0 {
+		fmt.Fprintf(w, "%s%s\n", CipherLine, tls.CipherSuiteName(st.CipherSuite))
+	}
 }
 
 // QuiverServe serves the files under root over hq-interop with Quiver's
@@ -250,6 +283,7 @@ func QuiverServe(ctx context.Context, addr, certFile, keyFile, root string, q Qu
 			}
 			return err
 		}
+		printCipher(os.Stderr, conn.ConnectionState())
 		wg.Go(func() { serveHQConn(ctx, conn, dir) })
 	}
 }
@@ -300,6 +334,7 @@ func QuiverGet(ctx context.Context, rawURL, outDir string, q QuiverEndpointConfi
 		return 0, err
 	}
 	defer conn.Close(0, "")
+	printCipher(os.Stderr, conn.ConnectionState())
 	s, err := conn.OpenStream(ctx)
 	if err != nil {
 		return 0, err

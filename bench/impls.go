@@ -17,12 +17,21 @@ import (
 // implementation at its own default. A knob an implementation cannot take
 // makes its configuration unsupported; it is never approximated.
 type Knobs struct {
-	// Cipher is the TLS 1.3 AEAD: aes128, aes256 or chacha20.
+	// Cipher is the TLS 1.3 AEAD: aes128, aes256, chacha20, or
+	// aes128-noaesni (AES-128-GCM with the CPU's AES and carry-less
+	// multiplication instructions masked, the study's "without AES-NI").
 	Cipher string `json:"cipher,omitempty"`
 	// CC is the sender's congestion controller: cubic, reno or bbr.
 	CC string `json:"cc,omitempty"`
 	// GSO switches the sender's UDP generic segmentation offload: on or off.
 	GSO string `json:"gso,omitempty"`
+	// GRO switches UDP generic receive offload at both ends: on or off.
+	GRO string `json:"gro,omitempty"`
+	// KernelBuffers asks endpoints that size their own socket buffers to
+	// keep the kernel's default (net.core.rmem_default), so that the
+	// receive-buffer sweep reaches them; those that cannot are run as
+	// they are, and their rows show it (drops stay 0).
+	KernelBuffers bool `json:"kernel_buffers,omitempty"`
 	// AckRatio asks the data receiver for one ACK per AckRatio
 	// ack-eliciting packets (ACK frequency sender policy); 2 is the
 	// default of RFC 9000 (1:2) on the bench's own Quiver endpoint, -1 the
@@ -95,10 +104,21 @@ type impl struct {
 	hsClient func(s *site, n, parallel int) (cmdSpec, error)
 }
 
-// goCipherEnv maps the cipher knob for endpoints built on Go's crypto/tls,
-// whose TLS 1.3 suites cannot be chosen by configuration: a client whose
-// CPU reports no AES instructions puts ChaCha20-Poly1305 first, and Go
-// servers follow the client's preference. AES-256-GCM is never preferred.
+// noAESNI is the environment that masks the AES and carry-less
+// multiplication instructions from Go's crypto, so that AES-GCM runs in
+// software (design §10.4: GODEBUG=cpu.aes=off,cpu.pclmulqdq=off).
+const noAESNI = "GODEBUG=cpu.aes=off,cpu.pclmulqdq=off"
+
+// goCipherEnv maps the cipher knob for endpoints built on Go's crypto/tls
+// that cannot restrict their TLS 1.3 suites (quic-go, x/net): a Go client
+// offers all three suites, AES-128-GCM first when the CPU has AES
+// instructions, ChaCha20-Poly1305 first when it has not, and a Go server
+// picks the first suite of its own list that the client offers, ChaCha20
+// first when the client did not put AES first. So such a client can be
+// made to negotiate ChaCha20 (GODEBUG=cpu.aes=off on the client) but never
+// AES-256-GCM alone; such a server takes whatever suite a restricting
+// client (Quiver's bench endpoint, ngtcp2) offers. Quiver's and TCP+TLS's
+// bench endpoints restrict the process-wide list instead (quic.RestrictTLS13Suites).
 func goCipherEnv(k Knobs, client bool) ([]string, error) {
 	switch k.Cipher {
 	case "", "aes128":
@@ -108,8 +128,36 @@ func goCipherEnv(k Knobs, client bool) ([]string, error) {
 			return []string{"GODEBUG=cpu.aes=off"}, nil
 		}
 		return nil, nil
+	case "aes256":
+		if client {
+			return nil, fmt.Errorf("cipher aes256 with a Go client that offers every suite: %w", errUnsupported)
+		}
+		return nil, nil
+	case "aes128-noaesni":
+		if client {
+			return nil, fmt.Errorf("cipher aes128-noaesni with a Go client that would then prefer ChaCha20: %w", errUnsupported)
+		}
+		return []string{noAESNI}, nil
 	}
-	return nil, fmt.Errorf("cipher %s with Go's crypto/tls: %w", k.Cipher, errUnsupported)
+	return nil, fmt.Errorf("cipher %s: %w", k.Cipher, errUnsupported)
+}
+
+// ownCipherArgs are the flags and environment of the bench's own Go
+// endpoints (Quiver, TCP+TLS), which restrict the suites themselves.
+func ownCipherArgs(k Knobs) (args, env []string) {
+	switch k.Cipher {
+	case "":
+		return nil, nil
+	case "aes128-noaesni":
+		return []string{"--cipher", "aes128"}, []string{noAESNI}
+	}
+	return []string{"--cipher", k.Cipher}, nil
+}
+
+// quiverOwn says whether a knob needs the bench's own Quiver endpoint
+// rather than quiver serve and get.
+func quiverOwn(k Knobs) bool {
+	return k.CC != "" || k.AckRatio != 0 || k.Cipher != "" || k.KernelBuffers
 }
 
 // only refuses a knob value other than the implementation's default.
@@ -127,6 +175,34 @@ func profileArgs(flag, path string) []string {
 	return []string{flag, path}
 }
 
+// quiverEnv switches Quiver's offloads off through its environment
+// variables (quic.Config documents them).
+func quiverEnv(k Knobs) []string {
+	var env []string
+	if k.GSO == "off" {
+		env = append(env, "QUIVER_DISABLE_GSO=true")
+	}
+	if k.GRO == "off" {
+		env = append(env, "QUIVER_DISABLE_GRO=true")
+	}
+	return env
+}
+
+// quiverOwnArgs are the engine flags of the bench's own Quiver endpoint.
+func quiverOwnArgs(k Knobs) []string {
+	var args []string
+	if k.CC != "" {
+		args = append(args, "--cc", k.CC)
+	}
+	if k.AckRatio != 0 {
+		args = append(args, "--ack-ratio", strconv.Itoa(k.AckRatio))
+	}
+	if k.KernelBuffers {
+		args = append(args, "--socket-buffer", "-1")
+	}
+	return args
+}
+
 // impls is every implementation the bench knows, by name.
 var impls = map[string]*impl{
 	"quiver": {
@@ -135,16 +211,16 @@ var impls = map[string]*impl{
 			if err := only("gso", s.knobs.GSO, "on", "off"); err != nil {
 				return cmdSpec{}, err
 			}
-			if _, err := goCipherEnv(s.knobs, false); err != nil {
+			if err := only("gro", s.knobs.GRO, "on", "off"); err != nil {
 				return cmdSpec{}, err
 			}
-			var env []string
-			if s.knobs.GSO == "off" {
-				env = append(env, "QUIVER_DISABLE_GSO=true")
-			}
-			if s.knobs.CC != "" || s.knobs.AckRatio != 0 {
+			env := quiverEnv(s.knobs)
+			if quiverOwn(s.knobs) {
 				// quiver serve has no such flags: the bench's own hq-interop
 				// endpoint on the same engine takes them.
+				if s.alpn != peers.ALPNHQ {
+					return cmdSpec{}, fmt.Errorf("the bench's Quiver endpoint speaks hq-interop only, not %s: %w", s.alpn, errUnsupported)
+				}
 				if err := only("cc", s.knobs.CC, "cubic", "reno"); err != nil {
 					return cmdSpec{}, err
 				}
@@ -154,29 +230,25 @@ var impls = map[string]*impl{
 					}
 				}
 				args := []string{"bench", "quiver-serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root}
-				if s.knobs.CC != "" {
-					args = append(args, "--cc", s.knobs.CC)
-				}
-				if s.knobs.AckRatio != 0 {
-					args = append(args, "--ack-ratio", strconv.Itoa(s.knobs.AckRatio))
-				}
-				return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
+				args = append(args, quiverOwnArgs(s.knobs)...)
+				cargs, cenv := ownCipherArgs(s.knobs)
+				args = append(args, cargs...)
+				return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: append(env, cenv...), Netns: s.serverNS}, nil
 			}
 			args := []string{"serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root, "--alpn", s.alpn}
 			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
-			env, err := goCipherEnv(s.knobs, true)
-			if err != nil {
-				return cmdSpec{}, err
-			}
-			if s.knobs.CC != "" || s.knobs.AckRatio != 0 {
-				args := []string{"bench", "quiver-get", "--out", s.out}
-				if s.knobs.AckRatio != 0 {
-					args = append(args, "--ack-ratio", strconv.Itoa(s.knobs.AckRatio))
+			env := quiverEnv(s.knobs)
+			if quiverOwn(s.knobs) {
+				if s.alpn != peers.ALPNHQ {
+					return cmdSpec{}, fmt.Errorf("the bench's Quiver endpoint speaks hq-interop only, not %s: %w", s.alpn, errUnsupported)
 				}
-				args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
-				return cmdSpec{Path: s.bins.Quiver, Args: args, Env: env, Netns: s.clientNS}, nil
+				args := []string{"bench", "quiver-get", "--out", s.out}
+				args = append(args, quiverOwnArgs(s.knobs)...)
+				cargs, cenv := ownCipherArgs(s.knobs)
+				args = append(append(args, cargs...), profileArgs("--cpuprofile", s.profile)...)
+				return cmdSpec{Path: s.bins.Quiver, Args: append(args, s.url()), Env: append(env, cenv...), Netns: s.clientNS}, nil
 			}
 			args := []string{"get", "--insecure", "--alpn", s.alpn, "--out", s.out}
 			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
@@ -194,10 +266,14 @@ var impls = map[string]*impl{
 			if err := only("cc", s.knobs.CC, "cubic"); err != nil {
 				return cmdSpec{}, err
 			}
-			if _, err := goCipherEnv(s.knobs, false); err != nil {
+			// quic-go v0.65 has no UDP GRO: "off" is what it always does.
+			if err := only("gro", s.knobs.GRO, "off"); err != nil {
+				return cmdSpec{}, fmt.Errorf("%w (quic-go reads one datagram per message)", err)
+			}
+			env, err := goCipherEnv(s.knobs, false)
+			if err != nil {
 				return cmdSpec{}, err
 			}
-			var env []string
 			if s.knobs.GSO == "off" {
 				env = append(env, "QUIC_GO_DISABLE_GSO=true")
 			}
@@ -232,13 +308,17 @@ var impls = map[string]*impl{
 			if err := only("gso", s.knobs.GSO, "off"); err != nil {
 				return cmdSpec{}, err
 			}
-			if _, err := goCipherEnv(s.knobs, false); err != nil {
+			if err := only("gro", s.knobs.GRO, "off"); err != nil {
+				return cmdSpec{}, err
+			}
+			env, err := goCipherEnv(s.knobs, false)
+			if err != nil {
 				return cmdSpec{}, err
 			}
 			args := []string{"-listen", s.addr(), "-cert", s.cert, "-key", s.key, "-root", s.root}
 			// Its "transfer" test case shrinks the flow-control windows on
 			// purpose; "handshake" keeps the defaults (see peers).
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: args, Env: []string{"TESTCASE=handshake"}, Netns: s.serverNS}, nil
+			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: args, Env: append(env, "TESTCASE=handshake"), Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
 			env, err := goCipherEnv(s.knobs, true)
@@ -256,6 +336,13 @@ var impls = map[string]*impl{
 			args := []string{"-q", "-d", s.root}
 			if err := only("cc", s.knobs.CC, "cubic", "reno", "bbr"); err != nil {
 				return cmdSpec{}, err
+			}
+			// ngtcp2 0.12's examples have no UDP GRO.
+			if err := only("gro", s.knobs.GRO, "off"); err != nil {
+				return cmdSpec{}, err
+			}
+			if s.knobs.Cipher == "aes128-noaesni" {
+				return cmdSpec{}, fmt.Errorf("AES without AES-NI in GnuTLS: %w", errUnsupported)
 			}
 			if s.knobs.CC != "" {
 				args = append(args, "--cc="+s.knobs.CC)
@@ -288,21 +375,20 @@ var impls = map[string]*impl{
 			if err := only("gso", s.knobs.GSO, "on"); err != nil {
 				return cmdSpec{}, fmt.Errorf("%w (TCP segmentation is the kernel's)", err)
 			}
-			if _, err := goCipherEnv(s.knobs, false); err != nil {
-				return cmdSpec{}, err
+			if s.knobs.GRO != "" {
+				return cmdSpec{}, fmt.Errorf("gro=%s: TCP receive offload is the kernel's: %w", s.knobs.GRO, errUnsupported)
 			}
 			args := []string{"bench", "tls-serve", "--addr", s.addr(), "--cert", s.cert, "--key", s.key, "--root", s.root}
 			if s.knobs.CC != "" {
 				args = append(args, "--cc", s.knobs.CC)
 			}
-			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Netns: s.serverNS}, nil
+			cargs, env := ownCipherArgs(s.knobs)
+			args = append(args, cargs...)
+			return cmdSpec{Path: s.bins.Quiver, Args: append(args, profileArgs("--cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
-			env, err := goCipherEnv(s.knobs, true)
-			if err != nil {
-				return cmdSpec{}, err
-			}
-			args := []string{"bench", "tls-get", "--out", s.out}
+			cargs, env := ownCipherArgs(s.knobs)
+			args := append([]string{"bench", "tls-get", "--out", s.out}, cargs...)
 			args = append(append(args, profileArgs("--cpuprofile", s.profile)...), s.url())
 			return cmdSpec{Path: s.bins.Quiver, Args: args, Env: env, Netns: s.clientNS}, nil
 		},

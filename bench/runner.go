@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/peers"
+	"github.com/quiver-quic/quiver/quic"
 )
 
 // Pair is a server implementation and a client implementation.
@@ -137,6 +139,9 @@ type Run struct {
 	Profiles map[string]Split `json:"profiles,omitempty"`
 	// Link is what the relay saw, on the relay topology.
 	Link *LinkStats `json:"link,omitempty"`
+	// Cipher is the TLS 1.3 suite the handshake chose, as the bench's own
+	// endpoints report it ("" when neither end is one of them).
+	Cipher string `json:"cipher,omitempty"`
 	// Err is why the run failed; failed runs are kept and excluded from
 	// the statistics.
 	Err string `json:"error,omitempty"`
@@ -519,6 +524,12 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 	if err == nil {
 		err = serr
 	}
+	if cli != nil {
+		r.Cipher = reportedCipher(cli.out.String(), srv.out.String())
+	}
+	if err == nil {
+		err = checkCipher(c.cfg.Knobs.Cipher, r.Cipher)
+	}
 	if err == nil {
 		err = checkSize(filepath.Join(s.out, ws.file), ws.size)
 	}
@@ -529,6 +540,35 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 	r.GoodputMbps = float64(ws.size) * 8 / r.Wall.Seconds() / 1e6
 	r.Profiles = classifyFiles(profiles)
 	return r
+}
+
+// reportedCipher finds the suite an endpoint printed (CipherLine).
+func reportedCipher(outputs ...string) string {
+	for _, out := range outputs {
+		for _, l := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), CipherLine); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return ""
+}
+
+// checkCipher fails a run whose handshake chose another suite than the
+// configuration asked for: a sweep point is never measured under another
+// cipher's name.
+func checkCipher(want, got string) error {
+	if want == "" || got == "" {
+		return nil
+	}
+	id, err := quic.ParseTLS13Suite(strings.TrimSuffix(want, "-noaesni"))
+	if err != nil {
+		return err
+	}
+	if name := tls.CipherSuiteName(id); name != got {
+		return fmt.Errorf("cipher %s asked for, but the handshake chose %s", name, got)
+	}
+	return nil
 }
 
 func checkSize(path string, want int64) error {

@@ -190,7 +190,7 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 	var c commonFlags
 	c.register(fs, "quiver,quic-go,ngtcp2,tcp", 3)
 	size := fs.String("size", "100MB", "file `size`")
-	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, root), gso, cipher, cc, rate (Gbit/s on a tbf-shaped veth pair, root), topology")
+	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, root; drops from the kernel's UDP RcvbufErrors), gso, gro, cipher (aes128, aes256, chacha20, aes128-noaesni), cc, ack (ACK ratios, Quiver only), rate (Gbit/s on a tbf-shaped veth pair, root), topology")
 	values := fs.String("values", "", "comma-separated `values` (default: every value of the parameter)")
 	topo := fs.String("topology", "loopback", "`topology` for parameters other than rate: loopback or veth (namespace pair 198.18.0.1/2, root)")
 	if help, err := parseSub(env, fs, "quiver bench sweep [flags]", args); help || err != nil {
@@ -223,10 +223,16 @@ func benchTLSServe(ctx context.Context, env *cmdEnv, args []string) error {
 	key := fs.String("key", "", "")
 	root := fs.String("root", ".", "")
 	cc := fs.String("cc", "", "")
+	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
-	if _, err := parseSub(env, fs, "quiver bench tls-serve --addr A --cert F --key F --root DIR [--cc NAME] [--cpuprofile F]", args); err != nil {
+	if _, err := parseSub(env, fs, "quiver bench tls-serve --addr A --cert F --key F --root DIR [--cc NAME] [--cipher NAME] [--cpuprofile F]", args); err != nil {
 		return err
 	}
+	restore, err := bench.RestrictCipher(*cipher)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer restore()
 	stop, err := bench.StartCPUProfile(*prof)
 	if err != nil {
 		return err
@@ -250,11 +256,17 @@ func urlArgs(env *cmdEnv, fs *flag.FlagSet, args []string) ([]string, error) {
 func benchTLSGet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("tls-get", flag.ContinueOnError)
 	out := fs.String("out", ".", "")
+	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
 	urls, err := urlArgs(env, fs, args)
 	if err != nil {
 		return err
 	}
+	restore, err := bench.RestrictCipher(*cipher)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer restore()
 	stop, err := bench.StartCPUProfile(*prof)
 	if err != nil {
 		return err
@@ -297,10 +309,17 @@ func benchQuiverServe(ctx context.Context, env *cmdEnv, args []string) error {
 	var q bench.QuiverEndpointConfig
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
+	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
+	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
-	if _, err := parseSub(env, fs, "quiver bench quiver-serve --addr A --cert F --key F --root DIR [--cc NAME] [--ack-ratio N] [--cpuprofile F]", args); err != nil {
+	if _, err := parseSub(env, fs, "quiver bench quiver-serve --addr A --cert F --key F --root DIR [--cc NAME] [--ack-ratio N] [--socket-buffer N] [--cipher NAME] [--cpuprofile F]", args); err != nil {
 		return err
 	}
+	restore, err := bench.RestrictCipher(*cipher)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer restore()
 	stop, err := bench.StartCPUProfile(*prof)
 	if err != nil {
 		return err
@@ -315,11 +334,18 @@ func benchQuiverGet(ctx context.Context, env *cmdEnv, args []string) error {
 	var q bench.QuiverEndpointConfig
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
+	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
+	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
 	urls, err := urlArgs(env, fs, args)
 	if err != nil {
 		return err
 	}
+	restore, err := bench.RestrictCipher(*cipher)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer restore()
 	stop, err := bench.StartCPUProfile(*prof)
 	if err != nil {
 		return err
