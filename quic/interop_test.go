@@ -166,6 +166,26 @@ func hqGet(ctx context.Context, c *quic.Conn, path string) ([]byte, error) {
 	return io.ReadAll(s)
 }
 
+// hqGetNotify is hqGet that closes started when the first body bytes
+// arrive.
+func hqGetNotify(ctx context.Context, c *quic.Conn, path string, started chan<- struct{}) ([]byte, error) {
+	s, err := c.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(s, "GET %s\r\n", path); err != nil {
+		return nil, err
+	}
+	s.CloseWrite()
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(s, first); err != nil {
+		return nil, err
+	}
+	close(started)
+	rest, err := io.ReadAll(s)
+	return append(first, rest...), err
+}
+
 // hqFetchAll fetches every test file over c and checks it.
 func hqFetchAll(t *testing.T, ctx context.Context, c *quic.Conn, p *peers.Process, sizes []int) {
 	t.Helper()
@@ -419,8 +439,9 @@ func TestInterop0RTT(t *testing.T) {
 		e := newInteropEnv(t, n)
 		p, pool := e.peerServer(im, peers.ServerOpts{ALPN: peers.ALPNHQ, TestCase: "zerortt"})
 		var early int
+		cache := &notifyingCache{ClientSessionCache: tls.NewLRUClientSessionCache(4), stored: make(chan struct{})}
 		cfg := &quic.Config{
-			TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}, ClientSessionCache: tls.NewLRUClientSessionCache(4)},
+			TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{peers.ALPNHQ}, ClientSessionCache: cache},
 			Allow0RTT: true,
 			Probe: &quic.Probe{OnPacketSent: func(pi quic.PacketInfo) {
 				if pi.Type == wire.PacketType0RTT {
@@ -435,7 +456,11 @@ func TestInterop0RTT(t *testing.T) {
 			}
 			hqFetchAll(t, e.ctx, c, p, []int{n})
 			if i == 0 {
-				time.Sleep(100 * time.Millisecond) // let the ticket arrive
+				select { // the ticket arrives after the handshake
+				case <-cache.stored:
+				case <-e.ctx.Done():
+					t.Fatal("no session ticket from quic-go")
+				}
 			}
 			info := c.ConnectionInfo()
 			c.Close(0, "")
@@ -559,14 +584,20 @@ func TestInteropMigration(t *testing.T) {
 			defer c.Close(0, "")
 			hqFetchAll(t, e.ctx, c, p, []int{n}) // confirms the handshake
 			done := make(chan error, 1)
+			started := make(chan struct{})
 			go func() {
-				got, err := hqGet(e.ctx, c, "/"+fileName(n))
+				got, err := hqGetNotify(e.ctx, c, "/"+fileName(n), started)
 				if err == nil && !bytes.Equal(got, content(n)) {
 					err = fmt.Errorf("got %d bytes, not the file", len(got))
 				}
 				done <- err
 			}()
-			time.Sleep(20 * time.Millisecond)
+			// Migrate once the download is under way.
+			select {
+			case <-started:
+			case err := <-done:
+				t.Fatalf("download ended before the migration: %v", err)
+			}
 			pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
 				t.Fatal(err)
