@@ -295,7 +295,12 @@ func (e *Endpoint) sendRetry(now time.Time, d *datagram, h *wire.Header) {
 // into h) decrypts with the client Initial keys of its DCID. It works on a
 // copy: the datagram is processed again by the connection.
 func initialOpens(version uint32, pkt []byte, h *wire.Header) bool {
-	ck, _, err := protect.NewInitialKeys(version, h.DCID)
+	// Only the client's keys: the server's would be derived for nothing.
+	cs, _ := protect.InitialSecrets(version, h.DCID)
+	if cs == nil {
+		return false
+	}
+	ck, err := protect.NewKeys(version, protect.InitialSuite, cs)
 	if err != nil {
 		return false
 	}

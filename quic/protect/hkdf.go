@@ -2,6 +2,7 @@ package protect
 
 import (
 	"crypto/hkdf"
+	"crypto/hmac"
 	"hash"
 )
 
@@ -32,11 +33,42 @@ func ExpandLabel(h func() hash.Hash, secret []byte, label string, length int) []
 //	    opaque context<0..255> = Context;
 //	} HkdfLabel;
 func hkdfLabel(label string, length int) []byte {
+	return appendHKDFLabel(make([]byte, 0, 2+1+len("tls13 ")+len(label)+1), label, length)
+}
+
+func appendHKDFLabel(info []byte, label string, length int) []byte {
 	const prefix = "tls13 "
-	info := make([]byte, 0, 2+1+len(prefix)+len(label)+1)
 	info = append(info, byte(length>>8), byte(length))
 	info = append(info, byte(len(prefix)+len(label)))
 	info = append(info, prefix...)
 	info = append(info, label...)
 	return append(info, 0) // empty context
+}
+
+// An expander derives several labels from one secret. HKDF-Expand of at
+// most one hash length is a single HMAC: RFC 5869 §2.3, "T(1) =
+// HMAC-Hash(PRK, T(0) | info | 0x01)" with T(0) empty. Keying an HMAC
+// hashes two blocks and allocates two digests, so the labels of one secret
+// ("quic key", "quic iv", "quic hp", "quic ku") share one keyed HMAC and
+// each costs a Reset: a handshake derives some twenty of them per side.
+type expander struct {
+	mac  hash.Hash
+	info []byte
+}
+
+func newExpander(h func() hash.Hash, secret []byte) *expander {
+	return &expander{mac: hmac.New(h, secret), info: make([]byte, 0, 64)}
+}
+
+// expandLabel is ExpandLabel(h, secret, label, length) for the expander's
+// secret. length must not exceed the hash's size.
+func (e *expander) expandLabel(label string, length int) []byte {
+	if length > e.mac.Size() {
+		panic("protect: HKDF-Expand-Label longer than one hash block")
+	}
+	e.mac.Reset()
+	e.info = appendHKDFLabel(e.info[:0], label, length)
+	e.info = append(e.info, 0x01) // the block counter of T(1)
+	e.mac.Write(e.info)
+	return e.mac.Sum(make([]byte, 0, e.mac.Size()))[:length]
 }

@@ -91,19 +91,19 @@ func NewKeys(version uint32, suite uint16, secret []byte) (*Keys, error) {
 	if n := s.hash().Size(); len(secret) != n {
 		return nil, fmt.Errorf("protect: secret of %d bytes for suite 0x%04x, want %d", len(secret), suite, n)
 	}
-	hpKey := ExpandLabel(s.hash, secret, p.labels.HP, s.keyLen)
-	hp, err := newHeaderProtector(hpKey, s.chacha)
+	x := newExpander(s.hash, secret)
+	hp, err := newHeaderProtector(x.expandLabel(p.labels.HP, s.keyLen), s.chacha)
 	if err != nil {
 		return nil, err
 	}
-	return newKeys(p, suite, s, secret, hp)
+	return newKeys(p, suite, s, secret, x, hp)
 }
 
-// newKeys builds the AEAD half of Keys; key update reuses it with the
-// unchanged header protector.
-func newKeys(p *versionParams, suite uint16, s suiteParams, secret []byte, hp *HeaderProtector) (*Keys, error) {
-	key := ExpandLabel(s.hash, secret, p.labels.Key, s.keyLen)
-	iv := ExpandLabel(s.hash, secret, p.labels.IV, 12)
+// newKeys builds the AEAD half of Keys from the expander x of secret; key
+// update reuses it with the unchanged header protector.
+func newKeys(p *versionParams, suite uint16, s suiteParams, secret []byte, x *expander, hp *HeaderProtector) (*Keys, error) {
+	key := x.expandLabel(p.labels.Key, s.keyLen)
+	iv := x.expandLabel(p.labels.IV, 12)
 	var aead cipher.AEAD
 	var err error
 	if s.chacha {
@@ -283,6 +283,6 @@ func (k *Keys) Next() (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	next := ExpandLabel(s.hash, k.secret, p.labels.KeyUpdate, len(k.secret))
-	return newKeys(p, k.suite, s, next, k.hp)
+	next := newExpander(s.hash, k.secret).expandLabel(p.labels.KeyUpdate, len(k.secret))
+	return newKeys(p, k.suite, s, next, newExpander(s.hash, next), k.hp)
 }

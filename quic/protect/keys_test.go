@@ -247,3 +247,42 @@ func TestZeroAlloc(t *testing.T) {
 		}
 	}
 }
+
+// TestExpanderMatchesExpandLabel checks the one-HMAC derivation against
+// HKDF-Expand-Label for every label and length QUIC derives, with both
+// hashes.
+func TestExpanderMatchesExpandLabel(t *testing.T) {
+	for _, suite := range []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256} {
+		s, err := suiteFor(suite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := testSecret(t, suite, 7)
+		x := newExpander(s.hash, secret)
+		for _, labels := range []versionParams{paramsV1, paramsV2} {
+			for _, l := range []struct {
+				label  string
+				length int
+			}{{labels.labels.Key, s.keyLen}, {labels.labels.IV, 12}, {labels.labels.HP, s.keyLen}, {labels.labels.KeyUpdate, len(secret)}} {
+				want := ExpandLabel(s.hash, secret, l.label, l.length)
+				if got := x.expandLabel(l.label, l.length); !bytes.Equal(got, want) {
+					t.Errorf("suite %04x %q: got %x, want %x", suite, l.label, got, want)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkNewKeys(b *testing.B) {
+	secret := testSecret(b, tls.TLS_AES_128_GCM_SHA256, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		k, err := NewKeys(Version1, tls.TLS_AES_128_GCM_SHA256, secret)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := k.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
