@@ -109,7 +109,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		isClient:      isClient,
 		peerAddr:      peer,
 		probe:         cfg.Probe,
-		recvq:         make(chan *datagram, recvQueueLen),
+		recvq:         newRecvQueue(),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
@@ -129,7 +129,6 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
 	c.localCID = newCID(ep.cidLen)
-	c.sendBuf = make([]byte, 0, max(maxDatagramSize, cfg.maxPacketSize())+64)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
 	}
@@ -202,19 +201,19 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		}
 		c.armTimer(now)
 		select {
-		case d := <-c.recvq:
+		case <-c.recvq.ready:
 			now = time.Now()
-			c.handleDatagram(now, d)
-			// Take what else has arrived before sending, so that one
-			// ACK covers a burst.
-			for i := 0; i < recvBatch; i++ {
-				select {
-				case d := <-c.recvq:
-					c.handleDatagram(now, d)
-					continue
-				default:
+			// Take what has arrived, up to recvBatch+1 datagrams, before
+			// sending, so that one ACK covers a burst.
+			for i := 0; i <= recvBatch; i++ {
+				d := c.recvq.pop()
+				if d == nil {
+					break
 				}
-				break
+				c.handleDatagram(now, d)
+			}
+			if c.recvq.more() {
+				c.recvq.rearm()
 			}
 		case <-c.timer.C:
 			c.timerAt = time.Time{}
@@ -341,6 +340,7 @@ func (c *Conn) finish() {
 		c.tls.Close()
 	}
 	c.ep.forget(c)
+	c.recvq.drain()
 	c.releaseOldEndpoints()
 	c.streams.closeAll(c.closeErr)
 	// A connection from the package-level Dial owns its socket: when it
