@@ -307,3 +307,80 @@ func lastLineOf(s string) string {
 	}
 	return s
 }
+
+// TestInteropMigrationH3 moves a Quiver client to a new local port in the
+// middle of an HTTP/3 download from ngtcp2 and quic-go: the server must
+// validate the new path (RFC 9000 §9.3: "An endpoint MUST perform path
+// validation (Section 8.2) if it detects any change to a peer's address")
+// and the download must finish byte-exact on it.
+func TestInteropMigrationH3(t *testing.T) {
+	for _, name := range []string{"ngtcp2", "quic-go"} {
+		t.Run(name, func(t *testing.T) {
+			im := needPeer(t, name, "server")
+			n := interopSizes[3]
+			e := newInteropEnv(t, interopSizes[0], n)
+			p, pool := e.peerServer(im, peers.ServerOpts{ALPN: h3.ALPNH3, TestCase: "http3"})
+			var challenges atomic.Int64 // PATH_CHALLENGEs received from the server
+			cfg := &quic.Config{
+				TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{h3.ALPNH3}},
+				Probe: &quic.Probe{OnPacketReceived: func(pi quic.PacketInfo) {
+					if pi.Type == wire.PacketType1RTT && bytes.IndexByte(pi.Payload, 0x1a) >= 0 {
+						// 0x1a is PATH_CHALLENGE's type; parse to be sure.
+						for rest := pi.Payload; len(rest) > 0; {
+							f, k, err := wire.ParseFrame(rest)
+							if err != nil || k == 0 {
+								break
+							}
+							if _, ok := f.(*wire.PathChallengeFrame); ok {
+								challenges.Add(1)
+							}
+							rest = rest[k:]
+						}
+					}
+				}},
+			}
+			c, err := quic.Dial(e.ctx, "udp", p.Addr, cfg)
+			if err != nil {
+				t.Fatalf("dial: %v\n%s", err, p.Output())
+			}
+			defer c.Close(0, "")
+			cc, err := h3.NewClientConn(e.ctx, h3Conn{c}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			h3Get(t, e.ctx, cc, p, interopSizes[0]) // confirms the handshake
+			req, _ := http.NewRequestWithContext(e.ctx, "GET", fmt.Sprintf("https://%s/%s", p.Addr, fileName(n)), nil)
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			first := make([]byte, 64<<10)
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			old := c.LocalAddr().String()
+			pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Migrate(pc); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("download across the migration: %v\n%s", err, p.Output())
+			}
+			if got := append(first, rest...); !bytes.Equal(got, content(n)) {
+				t.Fatalf("got %d bytes, not the file", len(got))
+			}
+			if now := c.LocalAddr().String(); now != pc.LocalAddr().String() {
+				t.Errorf("local address %v after migrating from %v, want %v", now, old, pc.LocalAddr())
+			}
+			if challenges.Load() == 0 {
+				t.Errorf("%s never sent PATH_CHALLENGE to the new address", name)
+			}
+		})
+	}
+}
