@@ -192,18 +192,38 @@ func TestAckFreqShort(t *testing.T) {
 		s.UpSmall.Median > s.UpDatagrams.Median || s.Completion.Median <= 0.04 {
 		t.Errorf("relay counts at 1:2: down %+v, up %+v, small %+v, completion %+v", s.DownDatagrams, s.UpDatagrams, s.UpSmall, s.Completion)
 	}
-	// The point of the policy: at 1:10 the return path carries clearly
-	// fewer ACK-only datagrams per data datagram than at 1:2, and at
-	// least one data datagram in 8 goes unacknowledged on its own. The
-	// 1:2 receiver already acknowledges a whole receive batch at once,
-	// and batches grow on a busy machine, so the relative bound is
-	// loose: three quarters of 1:2's ACKs per data datagram.
-	per2 := s.UpSmall.Median / s.DownDatagrams.Median
+	// The receiver's own counts. At 1:2 no ACK_FREQUENCY arrives and the
+	// receiver sends at most one ACK per two packets (RFC 9000 §13.2.2;
+	// fewer when it acknowledges a whole receive batch at once, which the
+	// relay's bursts make likely on a loaded machine, so the measured 1:2
+	// is no fixed baseline). At 1:10 it obeys T = 9: at least eight data
+	// packets per ACK, at least four times fewer ACKs than RFC 9000's 1:2
+	// (five expected, less the ACKs before the frame and at the end).
+	for _, r := range res.Runs {
+		if r.Acks == nil {
+			t.Fatalf("%s: the client reported no ACK counts", r.Config)
+		}
+	}
+	a2, a10 := res.Runs[0].Acks, res.Runs[1].Acks
+	if res.Runs[0].Config != "terrestrial/1:2" {
+		a2, a10 = a10, a2
+	}
+	t.Logf("receiver: 1:2 %d ACK packets for %d data packets (%d ACK_FREQUENCY); 1:10 %d for %d (%d ACK_FREQUENCY, T=%d)",
+		a2.ACKPackets, a2.DataPackets, a2.AckFrequency, a10.ACKPackets, a10.DataPackets, a10.AckFrequency, a10.Threshold)
+	if a2.AckFrequency != 0 || a2.ACKPackets == 0 || a2.ACKPackets > a2.DataPackets/2+10 {
+		t.Errorf("1:2: %+v, want no ACK_FREQUENCY and at most one ACK per two data packets", *a2)
+	}
+	if a10.AckFrequency == 0 || a10.Threshold != 9 {
+		t.Errorf("1:10: %+v, want ACK_FREQUENCY with threshold 9", *a10)
+	}
+	if a10.ACKPackets == 0 || a10.ACKPackets*8 > a10.DataPackets || a10.ACKPackets*2*4 > a10.DataPackets {
+		t.Errorf("1:10: %d ACKs for %d data packets, want at most one per eight", a10.ACKPackets, a10.DataPackets)
+	}
 	per10 := s10.UpSmall.Median / s10.DownDatagrams.Median
-	t.Logf("return path: 1:2 %v datagrams (%v small) for %v data datagrams; 1:10 %v (%v small) for %v",
+	t.Logf("relay: 1:2 %v return datagrams (%v small) for %v data datagrams; 1:10 %v (%v small) for %v",
 		s.UpDatagrams.Median, s.UpSmall.Median, s.DownDatagrams.Median, s10.UpDatagrams.Median, s10.UpSmall.Median, s10.DownDatagrams.Median)
-	if per10*8 > 1 || per10 > per2*3/4 {
-		t.Errorf("return-path ACK datagrams per data datagram: %.3f at 1:10 against %.3f at 1:2, want at most 1/8 and three quarters of 1:2's", per10, per2)
+	if per10*8 > 1 {
+		t.Errorf("relay: %.3f return-path ACK datagrams per data datagram at 1:10, want at most 1/8", per10)
 	}
 	var md bytes.Buffer
 	WriteMarkdown(&md, res, nil)

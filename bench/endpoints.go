@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
 )
 
 // The bench's own endpoints run inside the quiver binary as hidden
@@ -207,6 +208,113 @@ type QuiverEndpointConfig struct {
 	// SocketBuffer is quic.Config.SocketBuffer: 0 the engine's 8 MiB, -1
 	// the kernel's default.
 	SocketBuffer int
+	// AckStats makes the client count, from the engine's own packets, the
+	// ACKs it sends and the ACK_FREQUENCY frames it obeys, and print them
+	// (AckStatsLine) when the download ends.
+	AckStats bool
+}
+
+// AckStatsLine starts the line in which the bench's Quiver client reports
+// its ACK counts.
+const AckStatsLine = "ack-stats: "
+
+// AckStats is what the data receiver counted in the Application space.
+type AckStats struct {
+	// AppPackets is the 1-RTT packets the receiver sent, ACKPackets those
+	// of them that carried an ACK frame.
+	AppPackets uint64 `json:"app_packets"`
+	ACKPackets uint64 `json:"ack_packets"`
+	// DataPackets is the 1-RTT packets it received.
+	DataPackets uint64 `json:"data_packets"`
+	// AckFrequency is the ACK_FREQUENCY frames it received, Threshold the
+	// Ack-Eliciting Threshold of the last (-1: none).
+	AckFrequency uint64 `json:"ack_frequency_frames"`
+	Threshold    int64  `json:"threshold"`
+}
+
+func (a AckStats) String() string {
+	return fmt.Sprintf("%sapp-packets=%d ack-packets=%d data-packets=%d ack-frequency=%d threshold=%d",
+		AckStatsLine, a.AppPackets, a.ACKPackets, a.DataPackets, a.AckFrequency, a.Threshold)
+}
+
+// parseAckStats reads the line back.
+func parseAckStats(out string) (AckStats, bool) {
+	for _, l := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), AckStatsLine)
+		if !ok {
+			continue
+		}
+		var a AckStats
+		if _, err := fmt.Sscanf(rest, "app-packets=%d ack-packets=%d data-packets=%d ack-frequency=%d threshold=%d",
+			&a.AppPackets, &a.ACKPackets, &a.DataPackets, &a.AckFrequency, &a.Threshold); err == nil {
+			return a, true
+		}
+	}
+	return AckStats{}, false
+}
+
+// ackCounter fills AckStats from the engine's probe hooks, which run on
+// the connection's goroutine; the counts are atomic so that the download
+// can read them while the connection still runs.
+type ackCounter struct {
+	app, acks, data, af atomic.Uint64
+	threshold           atomic.Int64
+	p                   wire.Parser // the connection goroutine's only
+}
+
+func newAckCounter() *ackCounter {
+	c := &ackCounter{}
+	c.threshold.Store(-1)
+	return c
+}
+
+func (c *ackCounter) probe() *quic.Probe {
+	return &quic.Probe{
+		OnPacketSent: func(p quic.PacketInfo) {
+			if p.Space != quic.SpaceApplication {
+				return
+			}
+			c.app.Add(1)
+			for b := p.Payload; len(b) > 0; {
+				f, n, err := c.p.Parse(b)
+				if err != nil || n <= 0 {
+					return
+				}
+				if _, ok := f.(*wire.AckFrame); ok {
+					c.acks.Add(1)
+					return
+				}
+				b = b[n:]
+			}
+		},
+		OnPacketReceived: func(p quic.PacketInfo) {
+			if p.Space != quic.SpaceApplication {
+				return
+			}
+			c.data.Add(1)
+			// Control frames come before stream data: stop at the first
+			// STREAM frame, so that a data packet costs one frame header.
+			for b := p.Payload; len(b) > 0; {
+				f, n, err := c.p.Parse(b)
+				if err != nil || n <= 0 {
+					return
+				}
+				switch f := f.(type) {
+				case *wire.AckFrequencyFrame:
+					c.af.Add(1)
+					c.threshold.Store(int64(f.AckElicitingThreshold))
+				case *wire.StreamFrame:
+					return
+				}
+				b = b[n:]
+			}
+		},
+	}
+}
+
+func (c *ackCounter) stats() AckStats {
+	return AckStats{AppPackets: c.app.Load(), ACKPackets: c.acks.Load(), DataPackets: c.data.Load(),
+		AckFrequency: c.af.Load(), Threshold: c.threshold.Load()}
 }
 
 func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
@@ -329,12 +437,20 @@ func QuiverGet(ctx context.Context, rawURL, outDir string, q QuiverEndpointConfi
 	if err := q.apply(cfg, false); err != nil {
 		return 0, err
 	}
+	var counter *ackCounter
+	if q.AckStats {
+		counter = newAckCounter()
+		cfg.Probe = counter.probe()
+	}
 	conn, err := quic.Dial(ctx, "udp", u.Host, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(0, "")
 	printCipher(os.Stderr, conn.ConnectionState())
+	if counter != nil {
+		defer func() { fmt.Fprintln(os.Stderr, counter.stats()) }()
+	}
 	s, err := conn.OpenStream(ctx)
 	if err != nil {
 		return 0, err

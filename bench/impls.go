@@ -246,6 +246,10 @@ var impls = map[string]*impl{
 				}
 				args := []string{"bench", "quiver-get", "--out", s.out}
 				args = append(args, quiverOwnArgs(s.knobs)...)
+				if s.knobs.AckRatio != 0 {
+					// The ACK counts from the receiver's own packets.
+					args = append(args, "--ack-stats")
+				}
 				cargs, cenv := ownCipherArgs(s.knobs)
 				args = append(append(args, cargs...), profileArgs("--cpuprofile", s.profile)...)
 				return cmdSpec{Path: s.bins.Quiver, Args: append(args, s.url()), Env: append(env, cenv...), Netns: s.clientNS}, nil

@@ -142,6 +142,9 @@ type Run struct {
 	// Cipher is the TLS 1.3 suite the handshake chose, as the bench's own
 	// endpoints report it ("" when neither end is one of them).
 	Cipher string `json:"cipher,omitempty"`
+	// Acks is what the data receiver counted of its ACKs, when it is the
+	// bench's Quiver client (ACK ratio configurations).
+	Acks *AckStats `json:"acks,omitempty"`
 	// Err is why the run failed; failed runs are kept and excluded from
 	// the statistics.
 	Err string `json:"error,omitempty"`
@@ -526,6 +529,9 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 	}
 	if cli != nil {
 		r.Cipher = reportedCipher(cli.out.String(), srv.out.String())
+		if a, ok := parseAckStats(cli.out.String()); ok {
+			r.Acks = &a
+		}
 	}
 	if err == nil {
 		err = checkCipher(c.cfg.Knobs.Cipher, r.Cipher)

@@ -71,6 +71,11 @@ type Summary struct {
 	DownLost    Stat `json:"down_lost"`
 	// DownDatagrams is the data direction's datagrams per run.
 	DownDatagrams Stat `json:"down_datagrams"`
+	// AckPackets and DataPackets are the data receiver's own counts (the
+	// bench's Quiver client): 1-RTT packets it sent with an ACK frame, and
+	// 1-RTT packets it received.
+	AckPackets  Stat `json:"ack_packets"`
+	DataPackets Stat `json:"data_packets"`
 }
 
 // Baselines are the pairs every other is compared with, when measured.
@@ -101,7 +106,7 @@ func summarize(res *Result) []Summary {
 	for _, k := range order {
 		runs := groups[k]
 		s := Summary{Config: k.cfg, Pair: k.pair, ALPN: runs[0].ALPN}
-		var rate, scpu, ccpu, drops, compl, upd, upb, ups, lost, downd []float64
+		var rate, scpu, ccpu, drops, compl, upd, upb, ups, lost, downd, acks, datap []float64
 		splits := map[string][]Split{}
 		for _, r := range runs {
 			if r.Err != "" {
@@ -126,6 +131,10 @@ func summarize(res *Result) []Summary {
 				lost = append(lost, float64(r.Link.Down.Dropped()))
 				downd = append(downd, float64(r.Link.Down.Offered))
 			}
+			if r.Acks != nil {
+				acks = append(acks, float64(r.Acks.ACKPackets))
+				datap = append(datap, float64(r.Acks.DataPackets))
+			}
 			for role, sp := range r.Profiles {
 				splits[role] = append(splits[role], sp)
 			}
@@ -133,6 +142,7 @@ func summarize(res *Result) []Summary {
 		s.Rate, s.ServerCPU, s.ClientCPU, s.Drops = stat(rate), stat(scpu), stat(ccpu), stat(drops)
 		s.Completion, s.UpDatagrams, s.UpBytes, s.UpSmall, s.DownLost = stat(compl), stat(upd), stat(upb), stat(ups), stat(lost)
 		s.DownDatagrams = stat(downd)
+		s.AckPackets, s.DataPackets = stat(acks), stat(datap)
 		if len(splits) > 0 {
 			s.Profiles = map[string]Split{}
 			for role, sps := range splits {

@@ -71,11 +71,17 @@ func BenchResultRecord(res *bench.Result, toolVersion string) store.BenchRun {
 				notes = append(notes, fmt.Sprintf("%.2f× %s", r, base))
 			}
 		}
-		if res.Kind == "ackfreq" && s.DownDatagrams.Median > 0 && s.UpSmall.Median > 0 {
+		if res.Kind == "ackfreq" {
 			// The return path, against RFC 9000's one ACK per two
-			// ack-eliciting packets.
-			notes = append(notes, fmt.Sprintf("%.1f data datagrams per ACK, %.1f× fewer ACKs than RFC 9000 1:2",
-				s.DownDatagrams.Median/s.UpSmall.Median, s.DownDatagrams.Median/2/s.UpSmall.Median))
+			// ack-eliciting packets: the receiver's own counts when it
+			// reported them, else the relay's.
+			acks, data := s.AckPackets.Median, s.DataPackets.Median
+			if s.AckPackets.N == 0 || s.DataPackets.N == 0 {
+				acks, data = s.UpDatagrams.Median, s.DownDatagrams.Median
+			}
+			if acks > 0 && data > 0 {
+				notes = append(notes, fmt.Sprintf("%.1f data packets per ACK, %.1f× fewer ACKs than RFC 9000 1:2", data/acks, data/2/acks))
+			}
 		}
 		row.Note = strings.Join(notes, "; ")
 		b.Summary = append(b.Summary, row)

@@ -13,8 +13,10 @@ func TestBenchRecordAckFreqAndSweep(t *testing.T) {
 	res.Options.Configs = []bench.Config{{Name: "geo/1:2"}, {Name: "geo/1:10"}}
 	for i, ups := range []float64{2000, 400} {
 		res.Summaries = append(res.Summaries, bench.Summary{Config: res.Options.Configs[i].Name, Pair: bench.Pair{Server: "quiver", Client: "quiver"},
-			Rate: bench.Stat{N: 2, Median: 8}, DownDatagrams: bench.Stat{N: 2, Median: 8000}, UpSmall: bench.Stat{N: 2, Median: ups}})
+			Rate: bench.Stat{N: 2, Median: 8}, DownDatagrams: bench.Stat{N: 2, Median: 8000}, UpDatagrams: bench.Stat{N: 2, Median: ups + 10}})
 	}
+	// The receiver's own counts win over the relay's.
+	res.Summaries[1].AckPackets, res.Summaries[1].DataPackets = bench.Stat{N: 2, Median: 400}, bench.Stat{N: 2, Median: 8000}
 	data, _ := json.Marshal(res)
 	b, err := BenchRecord(data, "v")
 	if err != nil {
@@ -25,7 +27,7 @@ func TestBenchRecordAckFreqAndSweep(t *testing.T) {
 	}
 	// 8000 data datagrams against 400 ACKs: 20 per ACK, and RFC 9000's
 	// 1:2 would have sent 4000, 10× as many.
-	if n := b.Summary[1].Note; !strings.Contains(n, "20.0 data datagrams per ACK") || !strings.Contains(n, "10.0× fewer ACKs than RFC 9000 1:2") {
+	if n := b.Summary[1].Note; !strings.Contains(n, "20.0 data packets per ACK") || !strings.Contains(n, "10.0× fewer ACKs than RFC 9000 1:2") {
 		t.Errorf("note %q", n)
 	}
 

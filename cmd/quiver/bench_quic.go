@@ -335,6 +335,7 @@ func benchQuiverGet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
 	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
+	fs.BoolVar(&q.AckStats, "ack-stats", false, "")
 	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
 	urls, err := urlArgs(env, fs, args)
