@@ -69,6 +69,15 @@ type rawClient struct {
 	// DropIn, when set, drops a received datagram before it is processed
 	// or acknowledged (simulated loss); path is the socket it came in on.
 	DropIn func(path int, d []byte) bool
+	// ECNFeedback makes the client's ACK frames carry the ECN counts of
+	// the packets it received (RFC 9000 §13.4.1); without it they carry
+	// none.
+	ECNFeedback bool
+	ecnIn       [3][4]uint64 // packets received per space and codepoint
+	// StampArrivals keeps the arrival time (the kernel's, when the socket
+	// gives it) and size of every datagram received, dropped ones too.
+	StampArrivals bool
+	arrivals      []rawArrival
 	// NoPathResponse, per path, stops the automatic PATH_RESPONSE.
 	NoPathResponse map[int]bool
 	// BeforeFinished, when set, runs once when the client's Finished is
@@ -100,6 +109,13 @@ type rawClient struct {
 	tlsErr        error
 	peerClosed    bool
 	firstSent     time.Time
+}
+
+// rawArrival is one received datagram's arrival.
+type rawArrival struct {
+	at     time.Time
+	size   int
+	kernel bool // at is the kernel's timestamp
 }
 
 // rawOptions shape a rawClient.
@@ -502,6 +518,13 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 		}
 		select {
 		case in := <-rc.in:
+			if rc.StampArrivals {
+				at := in.kernelAt
+				if at.IsZero() {
+					at = in.at
+				}
+				rc.arrivals = append(rc.arrivals, rawArrival{at: at, size: len(in.b), kernel: !in.kernelAt.IsZero()})
+			}
 			if rc.DropIn != nil && rc.DropIn(in.path, in.b) {
 				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: in.b})
 				continue
@@ -637,6 +660,7 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 	}
 	if !slices.Contains(rc.recvd[sp], pn) {
 		rc.recvd[sp] = append(rc.recvd[sp], pn)
+		rc.ecnIn[sp][p.ecn&3]++
 	}
 	if p.ackEliciting && !rc.NoAcks {
 		rc.ackOwed[sp] = true
@@ -677,7 +701,12 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 
 // ackFrame builds an ACK frame for everything received in space.
 func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
-	pns := slices.Clone(rc.recvd[sp])
+	return rc.ackFrameOf(sp, rc.recvd[sp])
+}
+
+// ackFrameOf builds an ACK frame for the packet numbers pns of space sp.
+func (rc *rawClient) ackFrameOf(sp int, pns []uint64) *wire.AckFrame {
+	pns = slices.Clone(pns)
 	slices.Sort(pns)
 	slices.Reverse(pns)
 	a := &wire.AckFrame{}
@@ -690,6 +719,10 @@ func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
 			break
 		}
 		a.Ranges = append(a.Ranges, wire.AckRange{Smallest: pn, Largest: pn})
+	}
+	if rc.ECNFeedback {
+		a.ECN = true
+		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
 	}
 	return a
 }

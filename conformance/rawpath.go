@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,10 @@ type rawIn struct {
 	at   time.Time
 	b    []byte
 	ecn  uint8
+	// kernelAt is the kernel's receive timestamp (SO_TIMESTAMPNS), zero
+	// when the socket gave none; the reader goroutine's clock lags it
+	// on a busy tester.
+	kernelAt time.Time
 }
 
 // addPath adopts uc as a new path and starts its reader; it returns the
@@ -46,6 +51,7 @@ func (rc *rawClient) addPath(uc *net.UDPConn) int {
 			} else {
 				unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
 			}
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 		})
 	}
 	rc.paths = append(rc.paths, p)
@@ -77,7 +83,7 @@ func (rc *rawClient) migrate(i int) {
 
 func (p *rawPath) read(i int, out chan<- rawIn, done <-chan struct{}) {
 	buf := make([]byte, 65536)
-	oob := make([]byte, 128)
+	oob := make([]byte, 256)
 	for {
 		n, oobn, _, _, err := p.conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -93,7 +99,7 @@ func (p *rawPath) read(i int, out chan<- rawIn, done <-chan struct{}) {
 			}
 			continue
 		}
-		in := rawIn{path: i, at: time.Now(), b: append([]byte(nil), buf[:n]...), ecn: ecnFromOOB(oob[:oobn])}
+		in := rawIn{path: i, at: time.Now(), b: append([]byte(nil), buf[:n]...), ecn: ecnFromOOB(oob[:oobn]), kernelAt: kernelTimeFromOOB(oob[:oobn])}
 		select {
 		case out <- in:
 		case <-done:
@@ -117,6 +123,23 @@ func ecnFromOOB(oob []byte) uint8 {
 		}
 	}
 	return 0
+}
+
+// kernelTimeFromOOB reads the SO_TIMESTAMPNS control message.
+func kernelTimeFromOOB(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			// struct timespec on 64-bit Linux: two native-endian int64.
+			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+			return time.Unix(sec, nsec)
+		}
+	}
+	return time.Time{}
 }
 
 // write sends d, setting the socket's ECN codepoint first when the path

@@ -51,6 +51,7 @@ func demoCommand() *command {
 
 type testOpts struct {
 	sni, alpn, scenarios       string
+	small, large               string
 	parallel                   int
 	timeout                    time.Duration
 	jsonFile, junit, artifacts string
@@ -63,6 +64,7 @@ func testCommand() *command {
 		usage:   "[flags] HOST:PORT",
 		examples: []string{
 			"quiver test 127.0.0.1:4433",
+			"quiver test --small /index.html --large /1MB.bin 127.0.0.1:4433",
 			"quiver test --alpn h3 --scenarios 'A*,handshake-*' --json report.json quic.example:443",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
@@ -70,6 +72,8 @@ func testCommand() *command {
 			fs.StringVar(&o.sni, "sni", "", "TLS server `name` to send (default: the host)")
 			fs.StringVar(&o.alpn, "alpn", "", "application `protocols` to offer, comma-separated (default: discover hq-interop or h3)")
 			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
+			fs.StringVar(&o.small, "small", "", "`path` of a small resource (a few KiB) on the server (default: /)")
+			fs.StringVar(&o.large, "large", "", "`path` of a large resource (at least 1 MiB); without it the scenarios that need one are unsupported")
 			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once")
 			fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each scenario")
 			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")

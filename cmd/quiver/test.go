@@ -14,7 +14,7 @@ import (
 // scenario fails, so scripts and CI can gate on the exit status.
 func runTest(ctx context.Context, env *cmdEnv, o *testOpts, addr string) error {
 	conformance.ToolVersion = version
-	target := conformance.Target{Name: addr, Address: addr, SNI: o.sni, ALPN: splitList(o.alpn)}
+	target := conformance.Target{Name: addr, Address: addr, SNI: o.sni, ALPN: splitList(o.alpn), SmallPath: o.small, LargePath: o.large}
 	var patterns []string
 	for _, p := range splitList(o.scenarios) {
 		if p != "*" {
