@@ -1130,7 +1130,9 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 	for r := 0; r < 14 && ctx.Err() == nil; r++ {
 		from := time.Now()
 		rc.Receive(ctx, roundTrip, nil)
-		n, _ := t.datagramBytes(func(d datagramRec) bool { return !d.at.Before(from) && d.peer == rc.peer && d.local == rc.paths[0].local }, false, time.Time{})
+		n, _ := t.datagramBytes(func(d datagramRec) bool {
+			return !d.at.Before(from) && d.peer == rc.peer && d.local == rc.paths[0].local
+		}, false, time.Time{})
 		rounds = append(rounds, n)
 		if armed && lossRound < 0 {
 			lossRound = r
