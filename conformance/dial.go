@@ -30,6 +30,10 @@ type DialOptions struct {
 	Probe quic.Probe
 	// Config edits the engine configuration before dialing.
 	Config func(*quic.Config)
+	// Early dials with quic.DialEarly: when the client resumes a session
+	// whose ticket allows early data, Dial returns as soon as the 0-RTT
+	// keys are ready, and frames injected now travel in 0-RTT packets.
+	Early bool
 	// HandshakeTimeout bounds the handshake (default: the settle window
 	// plus one second, within the scenario's deadline).
 	HandshakeTimeout time.Duration
@@ -144,7 +148,9 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 			mu.Lock()
 			lastVersion[h.Type] = uint32(h.Version)
 			mu.Unlock()
-			if h.Version == 0 || h.Type == wire.PacketTypeRetry {
+			if h.Version == 0 || h.Type == wire.PacketTypeRetry || h.Type == wire.PacketType0RTT {
+				// A server never sends 0-RTT (RFC 9001 §5.6), and the
+				// engine drops one unread: keep its header as evidence.
 				trace.recordHeaderOnly(now, rest, len(b))
 			}
 			if h.PacketLen <= 0 || h.PacketLen > len(rest) || h.Version == 0 || h.Type == wire.PacketTypeRetry {
@@ -186,7 +192,11 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, hto)
 	defer cancel()
-	qc, err := quic.Dial(dctx, "udp", t.profile.Target.Address, cfg)
+	dial := quic.Dial
+	if o.Early {
+		dial = quic.DialEarly
+	}
+	qc, err := dial(dctx, "udp", t.profile.Target.Address, cfg)
 	if err != nil {
 		trace.noteRemoteClose(err)
 		return c, fmt.Errorf("handshake with %s: %w", t.profile.Target.Address, err)
@@ -233,6 +243,11 @@ func (c *connTrace) recordHeaderOnly(at time.Time, b []byte, dgram int) *packet 
 		p.ev.Version = uint32(r.Version)
 		p.dcid, p.scid = append([]byte(nil), r.DCID...), append([]byte(nil), r.SCID...)
 		p.ev.Frames = []string{fmt.Sprintf("token len=%d", len(r.Token))}
+	} else if h, err := wire.ParseHeader(b, 0); err == nil && h.Type == wire.PacketType0RTT {
+		p.ev.PacketType = "0RTT"
+		p.ev.Version = uint32(h.Version)
+		p.dcid, p.scid = append([]byte(nil), h.DCID...), append([]byte(nil), h.SCID...)
+		p.ev.Frames = []string{"(0-RTT packet from the server, not decrypted)"}
 	} else {
 		p.ev.PacketType = "unparsed"
 	}

@@ -73,7 +73,7 @@ func newQuiverServerConfig(t *testing.T, addr string, edit func(*quic.Config)) *
 	root := writeRoot(t)
 	cfg := &quic.Config{TLSConfig: &tls.Config{
 		Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop, h3.ALPNH3}},
-		MaxDatagramFrameSize: quiverDatagramLimit}
+		MaxDatagramFrameSize: quiverDatagramLimit, Allow0RTT: true}
 	if edit != nil {
 		edit(cfg)
 	}
