@@ -28,7 +28,7 @@ const (
 
 func init() {
 	Register(&Scenario{
-		ID: "tls-resumption", Title: "Session resumption", Family: "B", Needs: []string{NeedApp}, PassOrInconclusive: true,
+		ID: "tls-resumption", Title: "Session resumption", Family: "B", Needs: []string{NeedApp}, PassOnly: true,
 		Requirements: []Requirement{rfc9001("4.5", Descriptive, "QUIC can use the session resumption feature of TLS 1.3.")},
 		Run:          runTLSResumption,
 	})
