@@ -93,6 +93,7 @@ func runClientSuite(t *testing.T, ct ClientTarget, patterns []string) *Report {
 	WriteTable(&sb, rep)
 	t.Logf("%s client (%s) in %v\n%s", ct.Name, ct.Command, time.Since(start).Round(time.Millisecond), sb.String())
 	logJudgements(t, rep)
+	saveReport(t, rep)
 	return rep
 }
 

@@ -180,6 +180,12 @@ type Result struct {
 	Started   time.Time     `json:"started"`
 	Duration  time.Duration `json:"duration_ns"`
 	Artifacts *Artifacts    `json:"artifacts,omitempty"`
+
+	// passive holds what the run-wide passive checks found on this
+	// scenario's connections, and passiveConns how many they judged; the
+	// runner moves them to the passive scenarios' results (passive.go).
+	passive      []passiveFinding
+	passiveConns int
 }
 
 // Target describes the implementation under test (catalogue §2.1).

@@ -174,6 +174,13 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 		results[i] = r
 		report(i)
 	}
+	var found [][]passiveFinding
+	judged := 0
+	for i := range results {
+		found = append(found, results[i].passive)
+		judged += results[i].passiveConns
+	}
+	mergePassive(results, found, judged)
 	return results
 }
 
@@ -265,6 +272,9 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 	res.Duration = time.Since(start)
 	if t.dir != "" && !overran {
 		res.Artifacts = writeArtifacts(t)
+	}
+	if !overran && panicMsg == "" {
+		res.passive, res.passiveConns = t.passiveFindings()
 	}
 	return res
 }

@@ -136,7 +136,7 @@ func (s *quiverServer) stop() {
 func runSuite(t *testing.T, target Target, patterns []string, revive func(context.Context) error) *Report {
 	t.Helper()
 	start := time.Now()
-	rep, err := Run(context.Background(), target, Options{Scenarios: patterns, Parallel: 4, ArtifactsDir: t.TempDir(), Revive: revive})
+	rep, err := Run(context.Background(), target, Options{Scenarios: patterns, Parallel: 6, ArtifactsDir: t.TempDir(), Revive: revive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,26 @@ func runSuite(t *testing.T, target Target, patterns []string, revive func(contex
 	WriteTable(&sb, rep)
 	t.Logf("%s in %v\n%s", target.Name, time.Since(start).Round(time.Millisecond), sb.String())
 	logJudgements(t, rep)
+	saveReport(t, rep)
 	return rep
+}
+
+// saveReport writes the report as JSON into QUIVER_REPORT_DIR, when set,
+// named after the test: the input of docs/conformance-results.md.
+func saveReport(t *testing.T, rep *Report) {
+	dir := os.Getenv("QUIVER_REPORT_DIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json"))
+	if err != nil {
+		t.Errorf("report: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := WriteJSON(f, rep); err != nil {
+		t.Errorf("report: %v", err)
+	}
 }
 
 // logJudgements logs the full sentence of every check that is not a pass,

@@ -140,19 +140,29 @@ func noisyReviver(env *cmdEnv, servers []*observatory.LocalServer) func(context.
 	}
 }
 
+// demoLarge is the path of the demo servers' large resource.
+const demoLarge = "/large.bin"
+
 // startDemoServers starts each wanted implementation on a free loopback
 // port. It returns the servers that run, and for the others why not.
 func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []string) ([]*observatory.LocalServer, []string) {
 	www := filepath.Join(work, "www")
 	os.MkdirAll(www, 0o755)
 	os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver demo</title>hello\n"), 0o644)
+	// The large resource (catalogue §2.1: at least 1 MiB) for the
+	// transfer and recovery scenarios.
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(www, demoLarge[1:]), large, 0o644)
 	cert, key, certErr := peers.WriteSelfSignedCert(work)
 	var out []*observatory.LocalServer
 	var skipped []string
 	triedInstall := false
 	for _, name := range want {
 		if name == "quiver" {
-			t := conformance.Target{Name: "quiver", SNI: "localhost", Implementation: "quiver", Version: version}
+			t := conformance.Target{Name: "quiver", SNI: "localhost", Implementation: "quiver", Version: version, SmallPath: "/index.html", LargePath: demoLarge}
 			s, err := observatory.StartLocal(t, "127.0.0.1:0", quiverStarter(ctx, www))
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("quiver: %v", err))
@@ -183,7 +193,7 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		t := conformance.Target{Name: im.Name, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin)}
+		t := conformance.Target{Name: im.Name, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin), SmallPath: "/index.html", LargePath: demoLarge}
 		s, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, im, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work}))
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))

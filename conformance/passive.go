@@ -1,0 +1,245 @@
+package conformance
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// Passive checks over every connection of a run (catalogue §2.6): after
+// each server-facing scenario, the checks below judge every connection it
+// made, whatever it sent; the runner then reports what they found under
+// the passive scenario's ID, naming the scenario and connection where it
+// was seen. Only checks on what the server sends on its own are run this
+// way: rules that depend on what the tester sent (such as
+// ack-includes-largest) would misfire on the scenarios that send invalid
+// packets on purpose, so they judge only their own connections.
+
+// connRecord is one connection's packets, as a passive check sees them.
+type connRecord struct {
+	scenario string
+	conn     int
+	label    string
+	packets  []*packet // received and sent, in order
+}
+
+// passiveFinding is one violation found on one connection.
+type passiveFinding struct {
+	id       string // the passive scenario
+	verdict  Verdict
+	req      Requirement
+	sentence string
+	events   []PacketEvent
+}
+
+// passiveCheck judges one connection for the passive scenario id; it
+// returns the offending packets and a sentence, or nil.
+type passiveCheck struct {
+	id    string
+	req   int // index into the scenario's requirements
+	warn  bool
+	judge func(c connRecord) (string, []*packet)
+}
+
+var runWideChecks = []passiveCheck{
+	{id: "inv-pn-monotonic", judge: judgePNMonotonic},
+	{id: "inv-frames-permitted", judge: judgeFramesPermitted},
+	{id: "close-reason-utf8", warn: true, judge: judgeCloseUTF8},
+	{id: "tls-no-tls-keyupdate", judge: func(c connRecord) (string, []*packet) {
+		return judgeNoTLSMessage(c, tlsKeyUpdate, "KeyUpdate")
+	}},
+	{id: "tls-no-post-handshake-auth", judge: func(c connRecord) (string, []*packet) {
+		return judgeNoTLSMessage(c, tlsCertificateRequest, "CertificateRequest")
+	}},
+}
+
+// runWideIDs reports whether id is judged over every connection.
+func runWideIDs() map[string]bool {
+	m := map[string]bool{}
+	for _, pc := range runWideChecks {
+		m[pc.id] = true
+	}
+	return m
+}
+
+// records splits a scenario's recorded packets by connection.
+func (t *T) records() []connRecord {
+	t.rec.mu.Lock()
+	conns := make([]connRecord, len(t.rec.conns))
+	for i, c := range t.rec.conns {
+		conns[i] = connRecord{scenario: t.sc.ID, conn: i, label: c.label}
+	}
+	ps := append([]*packet(nil), t.rec.packets...)
+	t.rec.mu.Unlock()
+	for _, p := range ps {
+		if p.conn >= 0 && p.conn < len(conns) {
+			conns[p.conn].packets = append(conns[p.conn].packets, p)
+		}
+	}
+	return conns
+}
+
+// passiveFindings runs the run-wide checks over the scenario's
+// connections. It returns the findings and how many connections it judged.
+func (t *T) passiveFindings() ([]passiveFinding, int) {
+	if t.sc.Role != ServerRole {
+		return nil, 0
+	}
+	var out []passiveFinding
+	n := 0
+	for _, c := range t.records() {
+		if len(c.packets) == 0 {
+			continue
+		}
+		n++
+		for _, pc := range runWideChecks {
+			if pc.id == t.sc.ID {
+				continue // the passive scenario judges its own connections
+			}
+			sc := Lookup(pc.id)
+			if sc == nil || pc.req >= len(sc.Requirements) {
+				continue
+			}
+			sentence, ps := pc.judge(c)
+			if sentence == "" {
+				continue
+			}
+			v := Fail
+			if pc.warn {
+				v = Warn
+			}
+			out = append(out, passiveFinding{id: pc.id, verdict: v, req: sc.Requirements[pc.req],
+				sentence: fmt.Sprintf("Seen in scenario %s, connection %d (%s): %s", c.scenario, c.conn, c.label, sentence),
+				events:   events(Response, ps...)})
+		}
+	}
+	return out, n
+}
+
+// mergePassive adds the run-wide findings to the passive scenarios'
+// results: each finding becomes a check, at most three per scenario with
+// a count of the rest, and a scenario with none gets a passing check
+// that says how many connections were judged.
+func mergePassive(results []Result, found [][]passiveFinding, judged int) {
+	byID := map[string][]passiveFinding{}
+	for _, fs := range found {
+		for _, f := range fs {
+			byID[f.id] = append(byID[f.id], f)
+		}
+	}
+	wide := runWideIDs()
+	for i := range results {
+		r := &results[i]
+		if !wide[r.Scenario] || r.Verdict == Unsupported || judged == 0 {
+			continue
+		}
+		sc := Lookup(r.Scenario)
+		if sc == nil || len(sc.Requirements) == 0 {
+			continue
+		}
+		fs := byID[r.Scenario]
+		if len(fs) == 0 {
+			req := sc.Requirements[0]
+			r.Checks = append(r.Checks, CheckResult{Name: "run-wide", Verdict: Pass, Requirement: &req,
+				Sentence: fmt.Sprintf("No violation on any of the %d connections of the run's other scenarios.", judged)})
+		}
+		for j, f := range fs {
+			if j == 3 {
+				r.Checks = append(r.Checks, CheckResult{Name: "run-wide", Verdict: Observed,
+					Sentence: fmt.Sprintf("%d more connections of the run show the same.", len(fs)-3)})
+				break
+			}
+			req := f.req
+			r.Checks = append(r.Checks, CheckResult{Name: "run-wide", Verdict: f.verdict, Requirement: &req, Sentence: f.sentence, Events: f.events})
+		}
+		r.Verdict, r.Sentence = combine(r.Checks)
+	}
+}
+
+func judgePNMonotonic(c connRecord) (string, []*packet) {
+	// Order is judged per path: the raw client reads each of its
+	// sockets in its own goroutine, so packets on different paths can
+	// reach the record out of their sending order. Reuse is judged
+	// across paths.
+	type key struct{ space, path int }
+	last := map[key]*packet{}
+	seen := map[key]*packet{} // space and packet number
+	var scid []byte
+	for _, p := range c.packets {
+		if p.sent || p.space < 0 || p.ev.PacketType == "unknown" {
+			continue
+		}
+		// A new server connection ID on a long header means a new
+		// server connection (a scenario that restarts its handshake on
+		// the same socket): its numbers start again.
+		if len(p.scid) > 0 && !bytes.Equal(p.scid, scid) {
+			if scid != nil {
+				clear(last)
+				clear(seen)
+			}
+			scid = p.scid
+		}
+		repeat := func(prev *packet) bool { return prev.closeFrame() != nil && p.closeFrame() != nil }
+		if prev, ok := seen[key{p.space, int(p.pn)}]; ok && !repeat(prev) {
+			return fmt.Sprintf("in the %s space the server sent packet number %d twice.", p.ev.PacketType, p.pn), []*packet{prev, p}
+		}
+		seen[key{p.space, int(p.pn)}] = p
+		k := key{p.space, p.path}
+		if prev, ok := last[k]; ok && p.pn < prev.pn {
+			return fmt.Sprintf("in the %s space the server sent packet %d after packet %d on the same path.", p.ev.PacketType, p.pn, prev.pn), []*packet{prev, p}
+		}
+		last[k] = p
+	}
+	return "", nil
+}
+
+func judgeFramesPermitted(c connRecord) (string, []*packet) {
+	for _, p := range c.packets {
+		if p.sent || p.space < 0 || p.ev.PacketType == "unknown" {
+			continue
+		}
+		pt := map[int]wire.PacketType{0: wire.PacketTypeInitial, 1: wire.PacketTypeHandshake, 2: wire.PacketType1RTT}[p.space]
+		for _, f := range p.frames {
+			if ft := f.Type(); ft.Known() && !ft.AllowedIn(pt) {
+				return fmt.Sprintf("the server sent a %s frame in a %s packet.", ft, p.ev.PacketType), []*packet{p}
+			}
+		}
+	}
+	return "", nil
+}
+
+func judgeCloseUTF8(c connRecord) (string, []*packet) {
+	for _, p := range c.packets {
+		if p.sent || p.ev.PacketType == "unknown" {
+			continue
+		}
+		if cc := p.closeFrame(); cc != nil && !utf8.Valid(cc.Reason) {
+			return fmt.Sprintf("the server's CONNECTION_CLOSE reason phrase %q is not valid UTF-8.", cc.Reason), []*packet{p}
+		}
+	}
+	return "", nil
+}
+
+func judgeNoTLSMessage(c connRecord, typ byte, name string) (string, []*packet) {
+	var buf cryptoBuffer
+	var last *packet
+	for _, p := range c.packets {
+		if p.sent || p.space != 2 {
+			continue
+		}
+		for _, f := range p.frames {
+			if cf, ok := f.(*wire.CryptoFrame); ok {
+				buf.add(cf.Offset, cf.Data)
+				last = p
+			}
+		}
+	}
+	for _, m := range tlsMessages(buf.contiguous()) {
+		if m[0] == typ {
+			return fmt.Sprintf("the server sent a TLS %s message in 1-RTT CRYPTO data.", name), []*packet{last}
+		}
+	}
+	return "", nil
+}
