@@ -136,7 +136,13 @@ func (s *quiverServer) stop() {
 func runSuite(t *testing.T, target Target, patterns []string, revive func(context.Context) error) *Report {
 	t.Helper()
 	start := time.Now()
-	rep, err := Run(context.Background(), target, Options{Scenarios: patterns, Parallel: 6, ArtifactsDir: t.TempDir(), Revive: revive})
+	// Six scenarios at once, four against ngtcp2, whose h3 server starves
+	// parallel downloads of the large resource beyond four.
+	par := 6
+	if target.Name == "ngtcp2" {
+		par = 4
+	}
+	rep, err := Run(context.Background(), target, Options{Scenarios: patterns, Parallel: par, ArtifactsDir: t.TempDir(), Revive: revive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +294,17 @@ func TestSuitePeers(t *testing.T) {
 			if !hasFact(rep, "tls-keyupdate-message", "target.stopped-answering") {
 				t.Errorf("tls-keyupdate-message does not record that ngtcp2 stopped answering")
 			}
-			if n := rep.Counts()[Inconclusive]; n > 8 {
-				t.Errorf("%d scenarios inconclusive against ngtcp2; the crash must not spread", n)
+			// GnuTLS accepts early data on some resumed connections and
+			// rejects it on others, which leaves the 0-RTT scenarios
+			// inconclusive now and then; they say nothing about the crash.
+			n := 0
+			for _, r := range rep.Results {
+				if r.Verdict == Inconclusive && !strings.Contains(r.Scenario, "0rtt") {
+					n++
+				}
+			}
+			if n > 8 {
+				t.Errorf("%d scenarios inconclusive against ngtcp2 (0-RTT ones aside); the crash must not spread", n)
 			}
 		}},
 	} {
