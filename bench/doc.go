@@ -1,9 +1,9 @@
 // Package bench measures how fast QUIC implementations are on one machine:
 // bulk goodput and CPU cost per byte (Goodput), handshakes per second
 // (Handshakes), the same across socket-buffer, GSO, GRO, cipher,
-// congestion controller, ACK policy and link-rate settings (Sweep), where a Go endpoint spends its
-// CPU (ClassifyProfile), and what a lower ACK frequency buys on emulated
-// paths (AckFreq).
+// congestion controller, ACK policy and link-rate settings (Sweep), where
+// a Go endpoint spends its CPU (ClassifyProfile), and what a lower ACK
+// frequency buys on emulated paths (AckFreq).
 //
 // Every endpoint runs as its own process, so that its CPU time comes from
 // the kernel's rusage of that process alone: Quiver through `quiver serve`
