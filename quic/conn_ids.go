@@ -43,7 +43,7 @@ type cidState struct {
 	peer               []peerCIDEntry
 	retirePriorTo      uint64
 	retire             []uint64 // sequence numbers to send RETIRE_CONNECTION_ID for
-	pathResponse       [][8]byte
+	pathResponse       []pathResponse
 	pathChallenge      [][8]byte
 	// challenge is the data of the PATH_CHALLENGE sent on the peer's new
 	// address, until a PATH_RESPONSE echoes it.
@@ -226,7 +226,7 @@ func (s *cidState) onLost(f *sentFrame) {
 
 func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacket) []byte {
 	for len(s.pathResponse) > 0 && end-len(buf) >= 9 {
-		f := wire.PathResponseFrame{Data: s.pathResponse[0]}
+		f := wire.PathResponseFrame{Data: s.pathResponse[0].data}
 		buf = f.Append(buf)
 		log.add(sentFrame{kind: frOther})
 		s.pathResponse = s.pathResponse[1:]

@@ -38,6 +38,7 @@ type connState struct {
 	accepted      bool           // queued for Accept
 	processed     bool           // a packet of the current datagram was processed
 	dgramAddr     netip.AddrPort // source of the datagram being processed
+	dgramEp       *Endpoint      // the endpoint that received it
 	lastDgramSize int
 	ackRanges     []wire.AckRange
 

@@ -27,6 +27,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	var firstDCID []byte
 	c.processed = false
 	c.dgramAddr = d.addr
+	c.dgramEp = d.ep
 	c.lastDgramSize = len(d.b)
 	for len(b) > 0 {
 		n := c.handlePacket(now, b, len(d.b), d.ecn, &firstDCID)
@@ -391,8 +392,10 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 	case *wire.PathChallengeFrame:
 		// RFC 9000 §8.2.2: "On receiving a PATH_CHALLENGE frame, an
 		// endpoint MUST respond by echoing the data contained in the
-		// PATH_CHALLENGE frame in a PATH_RESPONSE frame."
-		c.cids.pathResponse = append(c.cids.pathResponse, f.Data)
+		// PATH_CHALLENGE frame in a PATH_RESPONSE frame." The response
+		// goes back on the path the challenge came from
+		// (sendOffPathResponses).
+		c.cids.onPathChallenge(f.Data, c.dgramAddr, c.dgramEp, c.lastDgramSize)
 	case *wire.PathResponseFrame:
 		if c.cids.challengePending && f.Data == c.cids.challenge {
 			c.cids.challengePending = false

@@ -38,6 +38,9 @@ func (c *Conn) sendPackets(now time.Time) {
 		c.closing.maybeSend(now, c)
 		return
 	}
+	if len(c.cids.pathResponse) > 0 {
+		c.sendOffPathResponses(now)
+	}
 	// The fast path queues the turn's datagrams and sends them in as few
 	// system calls as the endpoint's switches allow (sock_linux.go).
 	var q *sendQueue

@@ -54,6 +54,7 @@ type datagram struct {
 	b    []byte // the datagram
 	addr netip.AddrPort
 	ecn  uint8
+	ep   *Endpoint // the endpoint whose socket received it
 }
 
 const recvBufSize = 2048
@@ -66,6 +67,7 @@ func newDatagram() *datagram { return datagramPool.Get().(*datagram) }
 
 func (d *datagram) release() {
 	d.b = nil
+	d.ep = nil
 	datagramPool.Put(d)
 }
 
@@ -433,6 +435,7 @@ func (e *Endpoint) readLoop() {
 // route hands d to its connection, or to the stateless handling of the
 // server.
 func (e *Endpoint) route(d *datagram) {
+	d.ep = e
 	dcid, ok := datagramDCID(d.b, e.cidLen)
 	if !ok {
 		d.release()
