@@ -49,6 +49,15 @@ type cidState struct {
 	// address, until a PATH_RESPONSE echoes it.
 	challenge        [8]byte
 	challengePending bool
+	// challengeDeadline is when validation of the peer's new address is
+	// abandoned (onPathValidationTimer); lastValidated is the address to
+	// go back to then.
+	challengeDeadline time.Time
+	lastValidated     netip.AddrPort
+	// prevPathChallenge holds the PATH_CHALLENGE for the path the peer
+	// just left, until it is sent; prevChallenge is its data.
+	prevPathChallenge []pathResponse
+	prevChallenge     [8]byte
 	// newAddrIP: the peer's new address differs from the old one in more
 	// than the port, so validating it resets congestion control and RTT
 	// (RFC 9000 §9.4); recoveryResets counts those resets.
@@ -225,6 +234,14 @@ func (s *cidState) onLost(f *sentFrame) {
 }
 
 func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacket) []byte {
+	if len(s.pathResponse) > 0 && end-len(buf) >= 10 {
+		// RFC 9000 §9.3.3: "An endpoint that receives a PATH_CHALLENGE on
+		// an active path SHOULD send a non-probing packet in response", so
+		// that the path an attacker forwarded packets from loses the race:
+		// a PING makes the packet non-probing.
+		buf = append(buf, byte(wire.FrameTypePing))
+		log.add(sentFrame{kind: frPing})
+	}
 	for len(s.pathResponse) > 0 && end-len(buf) >= 9 {
 		f := wire.PathResponseFrame{Data: s.pathResponse[0].data}
 		buf = f.Append(buf)
@@ -273,25 +290,58 @@ func (s *cidState) appendFrames(buf []byte, end int, log *sentLog, p *builtPacke
 // address"; §8.1 amplification limit applies).
 func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
 	debugf("peer moved from %v to %v", c.peerAddr, addr)
+	s := &c.cids
+	prev, prevValidated := c.peerAddr, c.addrValidated
+	if prevValidated {
+		s.lastValidated = prev
+	}
 	c.mu.Lock()
-	c.cids.newAddrIP = c.peerAddr.Addr() != addr.Addr()
+	s.newAddrIP = c.peerAddr.Addr() != addr.Addr()
 	c.peerAddr = addr
 	c.mu.Unlock()
-	c.cids.usePeerCID()
-	if c.cids.newAddrIP {
+	s.usePeerCID()
+	if s.newAddrIP {
 		c.pmtudReset(now)
+	}
+	c.stats.migrations++
+	// §9.3.3: "In response to an apparent migration, endpoints MUST
+	// validate the previously active path using a PATH_CHALLENGE frame.
+	// This induces the sending of new packets on that path", so that a
+	// genuine peer on it moves the connection back when an attacker
+	// forwarded its packets from elsewhere. A previous path that was not
+	// validated gets the challenge without padding (§8.1).
+	rand.Read(s.prevChallenge[:])
+	limit := 0
+	if prevValidated {
+		limit = minInitialDatagramSize
+	}
+	s.prevPathChallenge = append(s.prevPathChallenge[:0], pathResponse{data: s.prevChallenge, addr: prev, recvd: limit})
+	if addr == s.lastValidated {
+		// §9.3: "An endpoint MAY skip validation of a peer address if
+		// that address has been seen recently. In particular, if an
+		// endpoint returns to a previously validated path after
+		// detecting some form of spurious migration, skipping address
+		// validation and restoring loss detection and congestion state
+		// can reduce the performance impact of the attack."
+		s.newAddrIP = false
+		s.challengePending = false
+		s.challengeDeadline = time.Time{}
+		c.addrValidated = true
+		return
 	}
 	c.addrValidated = false
 	c.bytesRecv, c.bytesSent = uint64(c.lastDgramSize), 0
-	rand.Read(c.cids.challenge[:])
-	c.cids.challengePending = true
-	c.cids.pathChallenge = append(c.cids.pathChallenge, c.cids.challenge)
-	c.stats.migrations++
+	rand.Read(s.challenge[:])
+	s.challengePending = true
+	s.challengeDeadline = now.Add(c.pathValidationTimeout())
+	s.pathChallenge = append(s.pathChallenge, s.challenge)
 }
 
 // pathValidated ends the amplification limit on the peer's new address.
 func (c *Conn) pathValidated(now time.Time) {
 	c.addrValidated = true
+	c.cids.challengeDeadline = time.Time{}
+	c.cids.lastValidated = c.peerAddr
 	// RFC 9000 §9.4: "On confirming a peer's ownership of its new
 	// address, an endpoint MUST immediately reset the congestion
 	// controller and round-trip time estimator for the new path to

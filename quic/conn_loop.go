@@ -260,6 +260,7 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 	add(c.idleDeadline())
 	add(c.keepAliveDeadline())
 	add(c.loss.deadline())
+	add(c.cids.challengeDeadline)
 	for i := range c.spaces {
 		if c.canSendIn(spaceID(i)) {
 			add(c.spaces[i].acks.deadline())
@@ -309,6 +310,10 @@ func (c *Conn) onTimers(now time.Time) {
 	if t := c.keepAliveDeadline(); !t.IsZero() && !now.Before(t) {
 		c.keepAlivePending = true
 		c.lastActivity = now // one PING per period
+	}
+	c.onPathValidationTimer(now)
+	if c.closing.done {
+		return
 	}
 	c.loss.onTimer(now, c)
 }

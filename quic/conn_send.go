@@ -38,7 +38,7 @@ func (c *Conn) sendPackets(now time.Time) {
 		c.closing.maybeSend(now, c)
 		return
 	}
-	if len(c.cids.pathResponse) > 0 {
+	if len(c.cids.pathResponse) > 0 || len(c.cids.prevPathChallenge) > 0 {
 		c.sendOffPathResponses(now)
 	}
 	// The fast path queues the turn's datagrams and sends them in as few
