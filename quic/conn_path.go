@@ -106,7 +106,9 @@ func (c *Conn) sendPathFrameOn(now time.Time, r pathResponse, f wire.Frame, limi
 		dcid = c.cids.peer[0].cid
 	}
 	h := wire.ShortHeader{DCID: dcid, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1, ClearFixedBit: c.greaseFixedBit(appSpace)}
-	buf, pnOff := h.Append(c.sendBuf[:0])
+	// A buffer of its own: path probes are rare, and the turn's pooled
+	// send buffer (takeSendBuf) is not taken yet.
+	buf, pnOff := h.Append(make([]byte, 0, minInitialDatagramSize+64))
 	log := &c.loss.logs[appSpace]
 	log.begin()
 	buf = f.Append(buf)
@@ -133,7 +135,6 @@ func (c *Conn) sendPathFrameOn(now time.Time, r pathResponse, f wire.Frame, limi
 	c.onSealed(now, pn)
 	c.stats.sent++
 	ep.writeTo(buf, r.addr)
-	c.sendBuf = buf[:0]
 }
 
 // pathValidationTimeout is how long validation of a peer's new address
