@@ -115,10 +115,7 @@ func benchChart(b *store.BenchRun, width int) barChart {
 		if row.Metric != c.Metric {
 			continue
 		}
-		label := row.Subject
-		if row.Config != "" && row.Config != "default" {
-			label = row.Config + " " + row.Subject
-		}
+		label := rowLabel(b, row)
 		label = clip(label, 28)
 		br := bar{Y: y, H: rowH, Label: label, TextY: y + rowH - 4, Unmeasured: row.Runs == 0}
 		if row.Runs > 0 {
@@ -134,6 +131,23 @@ func benchChart(b *store.BenchRun, width int) barChart {
 	}
 	c.Height = y + 16
 	return c
+}
+
+// rowLabel names a row in a chart: its configuration and subject, or only
+// the configuration when every row has the same subject (an ACK frequency
+// run is all quiver<-quiver).
+func rowLabel(b *store.BenchRun, row store.BenchRow) string {
+	one := true
+	for _, r := range b.Summary {
+		one = one && r.Subject == row.Subject
+	}
+	switch {
+	case row.Config == "" || row.Config == "default":
+		return row.Subject
+	case one:
+		return row.Config
+	}
+	return row.Config + " " + row.Subject
 }
 
 func firstMetric(b *store.BenchRun) string {

@@ -266,6 +266,30 @@ func TestBenchPanelEmpty(t *testing.T) {
 	}
 }
 
+func TestBenchChartLabels(t *testing.T) {
+	b := store.BenchRun{Kind: "ackfreq", Summary: []store.BenchRow{
+		{Config: "geo/1:2", Subject: "quiver<-quiver", Metric: "goodput Mbit/s", Median: 8, Min: 7, Max: 9, Runs: 2},
+		{Config: "geo/1:10", Subject: "quiver<-quiver", Metric: "goodput Mbit/s", Median: 4, Min: 4, Max: 4, Runs: 2},
+		{Config: "geo/1:64", Subject: "quiver<-quiver", Metric: "goodput Mbit/s", Runs: 0, Failed: 2},
+	}}
+	c := benchChart(&b, 400)
+	// One subject: rows are named by configuration alone; widths follow
+	// the medians (8 against 4); a row with no successful run has no bar.
+	if len(c.Bars) != 3 || c.Bars[0].Label != "geo/1:2" || !c.Bars[2].Unmeasured {
+		t.Fatalf("chart %+v", c)
+	}
+	if d := c.Bars[0].W - 2*c.Bars[1].W; d < -1 || d > 1 {
+		t.Errorf("bar widths %d and %d, want 2:1", c.Bars[0].W, c.Bars[1].W)
+	}
+	if c.Bars[0].Lo >= c.Bars[0].Hi || c.Bars[0].Hi != c.Right {
+		t.Errorf("whisker of the widest row %d–%d, want it to end at the right edge %d", c.Bars[0].Lo, c.Bars[0].Hi, c.Right)
+	}
+	b.Summary[1].Subject = "quic-go<-quic-go"
+	if l := rowLabel(&b, b.Summary[0]); l != "geo/1:2 quiver<-quiver" {
+		t.Errorf("label with two subjects %q", l)
+	}
+}
+
 func TestAPIGrid(t *testing.T) {
 	f := newFixture(t)
 	srv := newServer(t, f)
