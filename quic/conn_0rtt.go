@@ -23,7 +23,12 @@ var tpExtraPrefix = []byte("quiver-0rtt-tp\x00")
 // active_connection_id_limit, initial_max_data,
 // initial_max_stream_data_bidi_local, initial_max_stream_data_bidi_remote,
 // initial_max_stream_data_uni, initial_max_streams_bidi,
-// initial_max_streams_uni, max_datagram_frame_size").
+// initial_max_streams_uni, max_datagram_frame_size"). min_ack_delay is
+// left out on purpose: "Endpoints MUST NOT remember the value of the
+// min_ack_delay transport parameter they received for use in a subsequent
+// connection" (draft-ietf-quic-ack-frequency-14 §3), so ACK_FREQUENCY and
+// IMMEDIATE_ACK never go in 0-RTT (and wire.FrameType.AllowedIn rejects
+// them there on receipt).
 func rememberedParams(p *wire.TransportParameters) []byte {
 	var r wire.TransportParameters
 	r.SetDefaults()
