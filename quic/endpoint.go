@@ -41,11 +41,6 @@ type Endpoint struct {
 	tlsOnce   sync.Once
 	tlsConf   *tls.Config
 	resetSalt [32]byte
-
-	// routeGen counts changes to conns; lastRoute, the reader's own, is
-	// valid while it stands still.
-	routeGen  atomic.Uint64
-	lastRoute routeCache
 }
 
 // datagram is one received UDP datagram. Buffers are pooled.
@@ -292,7 +287,6 @@ func (e *Endpoint) serverTLS() *tls.Config {
 // register makes the endpoint route datagrams with cid to c.
 func (e *Endpoint) register(cid []byte, c *Conn) {
 	e.mu.Lock()
-	e.routeGen.Add(1)
 	e.conns[string(cid)] = c
 	e.all[c] = struct{}{}
 	e.mu.Unlock()
@@ -301,7 +295,6 @@ func (e *Endpoint) register(cid []byte, c *Conn) {
 func (e *Endpoint) unregister(cid []byte, c *Conn) {
 	e.mu.Lock()
 	if e.conns[string(cid)] == c {
-		e.routeGen.Add(1)
 		delete(e.conns, string(cid))
 	}
 	e.mu.Unlock()
@@ -325,7 +318,6 @@ func (e *Endpoint) detach(c *Conn) {
 // forget drops every route to c once its loop has ended.
 func (e *Endpoint) forget(c *Conn) {
 	e.mu.Lock()
-	e.routeGen.Add(1)
 	for k, v := range e.conns {
 		if v == c {
 			delete(e.conns, k)
@@ -345,34 +337,11 @@ func (e *Endpoint) forget(c *Conn) {
 	e.mu.Unlock()
 }
 
-// lookup returns the connection that cid routes to. Only the reader calls
-// it. A bulk transfer brings datagram after datagram with one DCID, so the
-// reader remembers the last answer and reuses it while no route has
-// changed, instead of taking the endpoint's lock per datagram.
 func (e *Endpoint) lookup(cid []byte) *Conn {
-	gen := e.routeGen.Load()
-	r := &e.lastRoute
-	if r.conn != nil && r.gen == gen && string(r.cid[:r.n]) == string(cid) {
-		return r.conn
-	}
 	e.mu.Lock()
 	c := e.conns[string(cid)]
 	e.mu.Unlock()
-	if c != nil && len(cid) <= len(r.cid) {
-		// gen was read before the lock: a change since then leaves the
-		// entry stale-marked, never wrongly fresh.
-		r.n = copy(r.cid[:], cid)
-		r.conn, r.gen = c, gen
-	}
 	return c
-}
-
-// routeCache is the reader's last lookup.
-type routeCache struct {
-	cid  [20]byte // RFC 9000 §17.2: connection IDs are at most 20 bytes
-	n    int
-	conn *Conn
-	gen  uint64
 }
 
 // writeTo sends one datagram. It is safe for concurrent use.
