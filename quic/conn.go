@@ -26,7 +26,7 @@ type Conn struct {
 	qlog         qlog.Recorder
 
 	// Channels into the loop.
-	recvq recvQueue
+	recvq chan *datagram
 	wakec chan struct{}
 	msgc  chan func(now time.Time)
 
@@ -59,7 +59,9 @@ type Conn struct {
 // far behind that its queue is full the datagram is dropped, as the
 // network would.
 func (c *Conn) deliver(d *datagram) {
-	if !c.recvq.push(d) {
+	select {
+	case c.recvq <- d:
+	default:
 		c.queueDrops.Add(1)
 		d.release()
 	}

@@ -110,7 +110,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		isClient:      isClient,
 		peerAddr:      peer,
 		probe:         cfg.Probe,
-		recvq:         newRecvQueue(),
+		recvq:         make(chan *datagram, recvQueueLen),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
@@ -130,6 +130,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
 	c.localCID = newCID(ep.cidLen)
+	c.sendBuf = make([]byte, 0, max(maxDatagramSize, cfg.maxPacketSize())+64)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
 	}
@@ -202,19 +203,19 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		}
 		c.armTimer(now)
 		select {
-		case <-c.recvq.ready:
+		case d := <-c.recvq:
 			now = time.Now()
-			// Take what has arrived, up to recvBatch+1 datagrams, before
-			// sending, so that one ACK covers a burst.
-			for i := 0; i <= recvBatch; i++ {
-				d := c.recvq.pop()
-				if d == nil {
-					break
+			c.handleDatagram(now, d)
+			// Take what else has arrived before sending, so that one
+			// ACK covers a burst.
+			for i := 0; i < recvBatch; i++ {
+				select {
+				case d := <-c.recvq:
+					c.handleDatagram(now, d)
+					continue
+				default:
 				}
-				c.handleDatagram(now, d)
-			}
-			if c.recvq.more() {
-				c.recvq.rearm()
+				break
 			}
 		case <-c.timer.C:
 			c.timerAt = time.Time{}
@@ -346,7 +347,6 @@ func (c *Conn) finish() {
 		c.tls.Close()
 	}
 	c.ep.forget(c)
-	c.recvq.drain()
 	c.releaseOldEndpoints()
 	c.streams.closeAll(c.closeErr)
 	// A connection from the package-level Dial owns its socket: when it

@@ -328,7 +328,6 @@ func (c *Conn) buildPMTUProbe(now time.Time, size int) []byte {
 		pnLen = wire.EncodedPacketNumberLen(pn+1, 0)
 	}
 	h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1, ClearFixedBit: c.greaseFixedBit(appSpace)}
-	c.takeSendBuf()
 	if cap(c.sendBuf) < size {
 		c.sendBuf = make([]byte, 0, size+64)
 	}

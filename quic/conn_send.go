@@ -1,7 +1,6 @@
 package quic
 
 import (
-	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/recovery"
@@ -81,26 +80,6 @@ func (c *Conn) sendPackets(now time.Time) {
 		q.flush(c.ep, c.peerAddr)
 		q.release()
 	}
-	if cap(c.sendBuf) == sendBufSize {
-		sendBufPool.Put((*[sendBufSize]byte)(c.sendBuf[:sendBufSize]))
-	}
-	c.sendBuf = nil
-}
-
-// sendBufSize holds the largest datagram the engine builds (a path MTU
-// probe up to maxPacketSizeLimit) and a tag to spare.
-const sendBufSize = maxPacketSizeLimit + 64
-
-// sendBufPool holds the buffers datagrams are built in. A connection takes
-// one for a loop turn's sending only, so that an idle one holds none.
-var sendBufPool = sync.Pool{New: func() any { return new([sendBufSize]byte) }}
-
-// takeSendBuf gives the connection a pooled send buffer for this turn;
-// sendPackets gives it back.
-func (c *Conn) takeSendBuf() {
-	if c.sendBuf == nil {
-		c.sendBuf = sendBufPool.Get().(*[sendBufSize]byte)[:0]
-	}
 }
 
 // writeDatagram hands a sealed datagram to the socket, through the probe
@@ -173,7 +152,6 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		cwndOK = false
 		c.stats.paced++
 	}
-	c.takeSendBuf()
 	buf := c.sendBuf[:0]
 	var pkts [numSpaces]builtPacket
 	n := 0

@@ -2,7 +2,6 @@ package quic
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"os"
 	"runtime"
@@ -32,9 +31,7 @@ func TestIdleConnMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sep.Close()
-	// As the quic-go side: no certificate verification, so that neither
-	// keeps verified chains the other does not.
-	ccfg := &Config{TLSConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"hq-interop"}}}
+	ccfg := testClientConfig(t, "hq-interop")
 	ccfg.MaxIdleTimeout = 5 * time.Minute
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
