@@ -124,7 +124,8 @@ func ParseLine(line string) (Result, bool) {
 	var name string
 	n, err := fmt.Sscanf(line, "BenchmarkRPC/%s \t%d\t%f ns/op\t%f calls/s\t%f p50-us\t%f p99-us\t%f p99.9-us\t%d errors\t%f cpu-us/op",
 		&name, &r.Calls, &nsop, &tput, &p50, &p99, &p999, &r.Errors, &cpu)
-	if err != nil || n != 9 {
+	// Lines written before the CPU column end after the errors.
+	if err != nil && n != 8 || n < 8 {
 		return r, false
 	}
 	r.CPU = time.Duration(cpu * 1e3 * float64(r.Calls))

@@ -13,6 +13,18 @@ func TestBenchLineRoundTrip(t *testing.T) {
 	if !ok || got.Name != r.Name || got.Concurrency != 64 || got.Size != 581 || got.Calls != 1000 || got.P99 != r.P99 {
 		t.Fatalf("ParseLine(%q) = %+v, %v", r.BenchLine(), got, ok)
 	}
+	r.CPU = 50 * time.Millisecond
+	if got, ok := ParseLine(r.BenchLine()); !ok || got.CPUPerCall() != 50*time.Microsecond {
+		t.Fatalf("CPU per call read back as %v (%v)", got.CPUPerCall(), ok)
+	}
+	// A line from before the CPU column still reads.
+	old := "BenchmarkRPC/grpc/tcp/conc=64/size=581 \t   11806\t      169405 ns/op\t        5795 calls/s\t    4408.0 p50-us\t   94588.0 p99-us\t  141115.0 p99.9-us\t     0 errors"
+	if got, ok := ParseLine(old); !ok || got.Name != "grpc/tcp" || got.Calls != 11806 || got.CPU != 0 {
+		t.Fatalf("old line: %+v, %v", got, ok)
+	}
+	if _, ok := ParseLine("BenchmarkRPC/x/conc=1/size=1 \t 5\t 3 ns/op"); ok {
+		t.Fatal("truncated line accepted")
+	}
 }
 
 func TestRunCountsCalls(t *testing.T) {
