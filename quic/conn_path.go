@@ -124,6 +124,12 @@ func (c *Conn) sendPathFrameOn(now time.Time, r pathResponse, f wire.Frame, limi
 		buf = append(buf, 0) // PADDING; also the header protection sample (RFC 9001 §5.4.2)
 	}
 	end := len(buf)
+	p := builtPacket{space: appSpace, pnOff: pnOff, lenOff: -1, end: end, pn: pn, ackElic: true, inFlight: true, pathFrame: true}
+	if c.probe != nil && c.probe.OnPacketSent != nil {
+		c.probe.OnPacketSent(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
+			Size: end + 16, Payload: buf[pnOff+pnLen : end], DCID: dcid, SCID: c.localCID})
+	}
+	c.qlogPacketSent(now, &p, buf)
 	buf = append(buf, make([]byte, 16)...)
 	if _, err := k.SealPacket(buf[:end:end+16], pnOff, pn); err != nil {
 		log.fEnd = log.openStart
