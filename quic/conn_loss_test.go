@@ -46,6 +46,21 @@ func startClientHello(t *testing.T, p *testPeer) {
 	p.tlsEvents()
 }
 
+// startBareServer starts a Quiver server and a scripted client that has
+// sent its ClientHello and nothing more.
+func startBareServer(t *testing.T) *testPeer {
+	t.Helper()
+	n := newMemNet(5 * time.Millisecond)
+	ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	p := newTestPeer(t, n, testServerAddr)
+	startClientHello(t, p)
+	return p
+}
+
 // TestServerPTOProbesInitial has a client that never acknowledges the
 // server's first flight. Every PTO probe the server sends must then carry
 // an Initial packet along with its Handshake packets, since the client may
@@ -55,14 +70,7 @@ func startClientHello(t *testing.T, p *testPeer) {
 // the server has both Initial and Handshake data in flight".
 func TestServerPTOProbesInitial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newMemNet(5 * time.Millisecond)
-		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ep.Close()
-		p := newTestPeer(t, n, testServerAddr)
-		startClientHello(t, p)
+		p := startBareServer(t)
 		// Anti-amplification credit for several PTO rounds: padded
 		// Initial packets with ACK frames only, which ask for nothing.
 		for range 4 {
@@ -109,14 +117,7 @@ func TestServerPTOProbesInitial(t *testing.T) {
 // than the PTO expiry").
 func TestServerResendsInitialOnClientProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newMemNet(5 * time.Millisecond)
-		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ep.Close()
-		p := newTestPeer(t, n, testServerAddr)
-		startClientHello(t, p)
+		p := startBareServer(t)
 		// The first flight is lost: read and ignored.
 		drain := func(d time.Duration) (elicit int) {
 			deadline := time.After(d)

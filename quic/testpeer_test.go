@@ -500,17 +500,7 @@ func TestAmplificationLimit(t *testing.T) {
 			return false, 0
 		}
 		n.mu.Unlock()
-		_, pool := testCertificate(t)
-		p.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"hq-interop"}, MinVersion: tls.VersionTLS13}})
-		var tp wire.TransportParameters
-		tp.SetDefaults()
-		tp.HasInitialSourceConnectionID = true
-		tp.InitialSourceConnectionID = p.scid
-		p.tls.SetTransportParameters(tp.Marshal())
-		if err := p.tls.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		p.tlsEvents() // sends the ClientHello, nothing more
+		startClientHello(t, p) // sends the ClientHello, nothing more
 		time.Sleep(20 * time.Second)
 		received := 0
 		for done := false; !done; {
