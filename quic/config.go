@@ -191,6 +191,19 @@ type Config struct {
 	// when the peer advertised the parameter.
 	DisableGreaseQUICBit bool
 
+	// PreferredAddress, on a server, is offered to clients in the
+	// preferred_address transport parameter (RFC 9000 §9.6): after the
+	// handshake they validate it and move their connections there. Listen
+	// opens a socket on each address given (a zero port takes the port
+	// the system picks); an Endpoint from NewEndpoint serves the sockets
+	// given to ServePreferredAddress. Connections get a connection ID of
+	// sequence 1 with the address; with zero-length connection IDs no
+	// address is offered (§18.2).
+	PreferredAddress *PreferredAddress
+	// IgnorePreferredAddress makes a client stay on the address it
+	// connected to even when the server offers a preferred address.
+	IgnorePreferredAddress bool
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

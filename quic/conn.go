@@ -22,8 +22,12 @@ type Conn struct {
 	ownsEndpoint bool
 	oldEndpoints []oldEndpoint // endpoints left by Migrate; guarded by mu
 	peerAddr     netip.AddrPort
-	probe        *Probe
-	qlog         qlog.Recorder
+	// sendEP, when set, is the endpoint packets leave from instead of ep:
+	// a server's preferred-address socket (conn_prefaddr.go). Written by
+	// the loop under mu.
+	sendEP *Endpoint
+	probe  *Probe
+	qlog   qlog.Recorder
 
 	// Channels into the loop.
 	recvq chan *datagram
@@ -191,7 +195,15 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 }
 
 // LocalAddr returns the local address.
-func (c *Conn) LocalAddr() net.Addr { return c.localEndpoint().Addr() }
+func (c *Conn) LocalAddr() net.Addr {
+	c.mu.Lock()
+	ep := c.sendEP
+	c.mu.Unlock()
+	if ep != nil {
+		return ep.Addr()
+	}
+	return c.localEndpoint().Addr()
+}
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr {

@@ -39,6 +39,11 @@ type connState struct {
 	processed     bool           // a packet of the current datagram was processed
 	dgramAddr     netip.AddrPort // source of the datagram being processed
 	dgramEp       *Endpoint      // the endpoint that received it
+	// handshakeAddr is the peer's address during the handshake, which
+	// names the server for NEW_TOKEN tokens whatever the connection does
+	// later.
+	handshakeAddr netip.AddrPort
+	pref          prefAddrState
 	lastDgramSize int
 	ackRanges     []wire.AckRange
 
@@ -120,6 +125,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		acceptWakeUni: make(chan struct{}, 1),
 	}
 	c.closing.sentSignal = make(chan struct{})
+	c.handshakeAddr = peer
 	c.dgrams.inWake = make(chan struct{}, 1)
 	for i := range c.spaces {
 		c.spaces[i].init(spaceID(i))
@@ -156,6 +162,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.ecn.disabled = cfg.DisableECN
 	c.streams.init(c)
 	c.cids.init(c)
+	c.prefAddrInit()
 	ep.register(c.localCID, c)
 	if ep.cidLen == 0 {
 		ep.registerAddr(peer, c)
@@ -269,6 +276,7 @@ func (c *Conn) nextDeadline(now time.Time) time.Time {
 	}
 	add(c.loss.pacerDeadline(now, c))
 	add(c.pmtud.deadline())
+	add(c.pref.probe.timer())
 	return t
 }
 
@@ -316,6 +324,7 @@ func (c *Conn) onTimers(now time.Time) {
 	if c.closing.done {
 		return
 	}
+	c.prefAddrTimers(now)
 	c.loss.onTimer(now, c)
 }
 

@@ -33,7 +33,10 @@ func (c *Conn) Migrate(pc net.PacketConn) error {
 		// §18.2 disable_active_migration: "the endpoint MUST NOT use a
 		// new local address when sending to the address that the peer
 		// used during the handshake".
-		if c.havePeerTP && c.peerParams.tp.DisableActiveMigration {
+		// "This transport parameter does not prohibit connection
+		// migration after a client has acted on a preferred_address
+		// transport parameter."
+		if c.havePeerTP && c.peerParams.tp.DisableActiveMigration && !c.pref.migrated {
 			merr = errors.New("quic: the server disabled active migration")
 			return
 		}

@@ -65,6 +65,7 @@ func (c *Conn) localTransportParams() []byte {
 			p.HasRetrySourceConnectionID = true
 			p.RetrySourceConnectionID = c.retrySCID
 		}
+		c.prefAddrParam(&p)
 	}
 	if c.probe != nil && c.probe.TransportParameters != nil {
 		c.probe.TransportParameters(&p)
@@ -87,6 +88,9 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 		return err
 	}
 	if err := c.handlePeerVersionInformation(p); err != nil {
+		return err
+	}
+	if err := c.onPeerPreferredAddress(p); err != nil {
 		return err
 	}
 	if p.HasMaxDatagramFrameSize {

@@ -75,7 +75,7 @@ func (c *Conn) onCurrentPath(r pathResponse) bool {
 	if ep == nil {
 		ep = c.ep
 	}
-	return r.addr == c.peerAddr && ep == c.ep || !r.addr.IsValid()
+	return r.addr == c.peerAddr && ep == c.sendEndpoint() || !r.addr.IsValid()
 }
 
 // sendPathFrameOn seals a 1-RTT packet holding one path frame and writes

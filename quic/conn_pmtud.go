@@ -279,6 +279,9 @@ func (c *Conn) pmtudReset(now time.Time) {
 // pmtudOnAcked and pmtudOnLost feed every acknowledged or lost 1-RTT
 // packet to the search and to black hole detection.
 func (c *Conn) pmtudOnAcked(now time.Time, p recovery.SentPacket) {
+	if p.OtherPath {
+		return
+	}
 	if p.PMTUProbe {
 		old := c.pmtud.cur
 		if c.pmtud.onProbeAcked(now, uint64(p.PacketNumber), int(p.Size)) {
@@ -290,6 +293,9 @@ func (c *Conn) pmtudOnAcked(now time.Time, p recovery.SentPacket) {
 }
 
 func (c *Conn) pmtudOnLost(now time.Time, p recovery.SentPacket) {
+	if p.OtherPath {
+		return
+	}
 	if p.PMTUProbe {
 		c.pmtud.onProbeLost(now, uint64(p.PacketNumber), int(p.Size))
 		return
@@ -320,44 +326,10 @@ func (c *Conn) pmtudProbeDue(now time.Time) (int, bool) {
 // buildPMTUProbe seals a 1-RTT packet of PING and PADDING filling a
 // datagram of size bytes, recorded for loss detection as a probe.
 func (c *Conn) buildPMTUProbe(now time.Time, size int) []byte {
-	sp := &c.spaces[appSpace]
-	pn := sp.nextPN
-	largestAcked := c.loss.ld.LargestAcked(recovery.Space(appSpace))
-	pnLen := wire.EncodedPacketNumberLen(pn, uint64(largestAcked))
-	if largestAcked < 0 {
-		pnLen = wire.EncodedPacketNumberLen(pn+1, 0)
+	pn := c.spaces[appSpace].nextPN
+	b := c.buildLonePacket(now, c.peerCID, []byte{byte(wire.FrameTypePing)}, size, true)
+	if b != nil {
+		c.pmtud.onProbeSent(pn, len(b))
 	}
-	h := wire.ShortHeader{DCID: c.peerCID, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1, ClearFixedBit: c.greaseFixedBit(appSpace)}
-	if cap(c.sendBuf) < size {
-		c.sendBuf = make([]byte, 0, size+64)
-	}
-	buf, pnOff := h.Append(c.sendBuf[:0])
-	log := &c.loss.logs[appSpace]
-	log.begin()
-	buf = append(buf, byte(wire.FrameTypePing))
-	log.add(sentFrame{kind: frPing})
-	for len(buf) < size-16 {
-		buf = append(buf, byte(wire.FrameTypePadding))
-	}
-	p := builtPacket{space: appSpace, pnOff: pnOff, lenOff: -1, end: len(buf), pn: pn, ackElic: true, inFlight: true}
-	if c.probe != nil && c.probe.OnPacketSent != nil {
-		hdrLen := pnOff + pnLen
-		c.probe.OnPacketSent(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
-			Size: size, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID})
-	}
-	c.qlogPacketSent(now, &p, buf)
-	if _, err := c.appKeys.Write().SealPacket(buf[:p.end:p.end+16], pnOff, pn); err != nil {
-		log.fEnd = log.openStart
-		return nil
-	}
-	buf = buf[:p.end+16]
-	sp.nextPN++
-	log.commit(pn)
-	c.loss.ld.OnPacketSent(recovery.Space(appSpace), recovery.SentPacket{
-		PacketNumber: int64(pn), Size: uint16(len(buf)), AckEliciting: true, InFlight: true, PMTUProbe: true,
-	}, now)
-	c.pmtud.onProbeSent(pn, len(buf))
-	c.onSealed(now, pn)
-	c.sendBuf = buf[:0]
-	return buf
+	return b
 }

@@ -271,6 +271,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		return h.PacketLen // probe: never acknowledge new-phase packets
 	}
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
+	if space == appSpace {
+		c.prefAddrOnPacket(now, info.nonProbing, pn == sp.largestRecv)
+	}
 	if space == initialSpace && ackEliciting && !info.newCrypto && !c.isClient {
 		c.onClientInitialWithoutProgress()
 	}
@@ -397,6 +400,9 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		// (sendOffPathResponses).
 		c.cids.onPathChallenge(f.Data, c.dgramAddr, c.dgramEp, c.lastDgramSize)
 	case *wire.PathResponseFrame:
+		if c.prefAddrOnResponse(now, f.Data) {
+			break
+		}
 		if c.cids.challengePending && f.Data == c.cids.challenge {
 			c.cids.challengePending = false
 			c.pathValidated(now)

@@ -42,9 +42,11 @@ func (c *Conn) sendPackets(now time.Time) {
 	}
 	// The fast path queues the turn's datagrams and sends them in as few
 	// system calls as the endpoint's switches allow (sock_linux.go).
+	c.prefAddrSend(now)
+	ep := c.sendEndpoint()
 	var q *sendQueue
-	if c.ep.sock != nil && (c.probe == nil || c.probe.OnSendDatagram == nil) {
-		q = getSendQueue(c.ep.sock.gso && !c.ep.noGSO.Load())
+	if ep.sock != nil && (c.probe == nil || c.probe.OnSendDatagram == nil) {
+		q = getSendQueue(ep.sock.gso && !ep.noGSO.Load())
 	}
 	if size, ok := c.pmtudProbeDue(now); ok {
 		if b := c.buildPMTUProbe(now, size); b != nil {
@@ -72,12 +74,12 @@ func (c *Conn) sendPackets(now time.Time) {
 			continue
 		}
 		if !q.add(b, ecn) {
-			q.flush(c.ep, c.peerAddr)
+			q.flush(ep, c.peerAddr)
 			q.add(b, ecn)
 		}
 	}
 	if q != nil {
-		q.flush(c.ep, c.peerAddr)
+		q.flush(ep, c.peerAddr)
 		q.release()
 	}
 }
@@ -86,14 +88,15 @@ func (c *Conn) sendPackets(now time.Time) {
 // hook.
 func (c *Conn) writeDatagram(b []byte, ecn uint8) {
 	var oob [sendOOBLen]byte
+	ep := c.sendEndpoint()
 	if c.probe != nil && c.probe.OnSendDatagram != nil {
 		out := c.probe.OnSendDatagram(b)
 		for _, d := range out {
-			c.ep.writeECN(d, c.peerAddr, ecn, oob[:0])
+			ep.writeECN(d, c.peerAddr, ecn, oob[:0])
 		}
 		return
 	}
-	c.ep.writeECN(b, c.peerAddr, ecn, oob[:0])
+	ep.writeECN(b, c.peerAddr, ecn, oob[:0])
 }
 
 // amplificationAllowance is how many bytes the server may still send

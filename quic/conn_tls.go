@@ -271,4 +271,5 @@ func (c *Conn) confirmHandshake(now time.Time) {
 	c.handshakeConfirmed = true
 	c.discardSpace(now, handshakeSpace)
 	c.pmtudStart(now)
+	c.prefAddrStart(now)
 }

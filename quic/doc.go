@@ -32,8 +32,27 @@
 // conn_0rtt.go (resumption and 0-RTT), conn_keyupdate.go (key updates),
 // conn_params.go (transport parameters), conn_ackfreq.go (ACK frequency
 // extension, both roles), conn_datagram.go (RFC 9221), ecn.go (ECN marks
-// in and out), conn_pmtud.go (path MTU discovery), conn_qlog.go (qlog
-// events), probe.go and probe_packet.go (test hooks).
+// in and out), conn_pmtud.go (path MTU discovery), conn_prefaddr.go
+// (server's preferred address), conn_qlog.go (qlog events), probe.go and
+// probe_packet.go (test hooks).
+//
+// Preferred address (RFC 9000 §9.6). A server with
+// Config.PreferredAddress (or Endpoint.ServePreferredAddress) listens on a
+// second socket that routes into the same connections and offers its
+// address in the preferred_address transport parameter, with a
+// connection ID of sequence 1 and its stateless reset token; a server
+// with zero-length connection IDs offers none (§18.2). Once the handshake
+// is confirmed the client sends PATH_CHALLENGE to the address of its own
+// family under that connection ID, from its socket, and when the answer
+// comes it sends everything there, retires the handshake's connection ID
+// and resets congestion control and RTT for the new path (§9.4); if no
+// answer comes within three PTOs (at least three times kInitialRtt's) it
+// stays where it is. The server answers a PATH_CHALLENGE from the socket
+// it arrived on, and once a non-probing packet arrives on the preferred
+// socket it validates the client from there before it sends from there
+// (§9.6.2). After acting on the offer a client may migrate although the
+// server sent disable_active_migration (§18.2);
+// Config.IgnorePreferredAddress keeps a client where it connected.
 //
 // Path MTU discovery (DPLPMTUD, RFC 9000 §14.3 and RFC 8899) is on by
 // default. Until the handshake is confirmed every datagram carries 1200

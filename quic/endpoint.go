@@ -41,6 +41,19 @@ type Endpoint struct {
 	tlsOnce   sync.Once
 	tlsConf   *tls.Config
 	resetSalt [32]byte
+
+	// preferred are the sockets of the server's preferred addresses
+	// (guarded by mu); primary, on such a socket's endpoint, is the
+	// endpoint whose connections it routes to (conn_prefaddr.go).
+	preferred []prefSocket
+	primary   *Endpoint
+}
+
+// prefSocket is a socket serving a preferred address and the address
+// offered for it.
+type prefSocket struct {
+	ep   *Endpoint
+	addr netip.AddrPort
 }
 
 // datagram is one received UDP datagram. Buffers are pooled.
@@ -76,7 +89,66 @@ func Listen(network, addr string, cfg *Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newEndpoint(pc, cfg, true)
+	e, err := newEndpoint(pc, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	if pa := cfg.PreferredAddress; pa != nil {
+		for _, a := range []netip.AddrPort{pa.IPv4, pa.IPv6} {
+			if !a.IsValid() {
+				continue
+			}
+			nw := "udp6"
+			if a.Addr().Is4() {
+				nw = "udp4"
+			}
+			ppc, err := listenUDP(nw, a.String(), cfg)
+			if err == nil {
+				err = e.ServePreferredAddress(ppc, a)
+			}
+			if err != nil {
+				e.Close()
+				return nil, fmt.Errorf("quic: preferred address %v: %w", a, err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// ServePreferredAddress makes a server endpoint accept its connections'
+// packets on pc too, and offer addr (pc's own address when addr is zero;
+// pc's port when addr's port is 0) to clients as its preferred address
+// (RFC 9000 §9.6) for the address family of addr. Connections accepted
+// from then on carry the offer. The endpoint takes ownership of pc and
+// closes it with itself. Listen calls it for Config.PreferredAddress.
+func (e *Endpoint) ServePreferredAddress(pc net.PacketConn, addr netip.AddrPort) error {
+	if !e.server {
+		pc.Close()
+		return errors.New("quic: only a server endpoint offers a preferred address")
+	}
+	local := netipOf(pc.LocalAddr())
+	if !addr.IsValid() {
+		addr = local
+	} else if addr.Port() == 0 {
+		addr = netip.AddrPortFrom(addr.Addr(), local.Port())
+	}
+	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	se, err := newEndpointOf(pc, e.config, false, e)
+	if err != nil {
+		pc.Close()
+		return err
+	}
+	e.mu.Lock()
+	e.preferred = append(e.preferred, prefSocket{ep: se, addr: addr})
+	e.mu.Unlock()
+	return nil
+}
+
+// preferredSockets returns the preferred-address sockets.
+func (e *Endpoint) preferredSockets() []prefSocket {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]prefSocket(nil), e.preferred...)
 }
 
 // NewEndpoint builds an Endpoint over an existing packet connection. If
@@ -105,6 +177,13 @@ func listenUDP(network, addr string, cfg *Config) (*net.UDPConn, error) {
 }
 
 func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error) {
+	return newEndpointOf(pc, cfg, server, nil)
+}
+
+// newEndpointOf builds an endpoint; with primary set it serves a
+// preferred address of primary: it routes into primary's connections and
+// signs stateless resets with primary's key.
+func newEndpointOf(pc net.PacketConn, cfg *Config, server bool, primary *Endpoint) (*Endpoint, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
@@ -133,6 +212,11 @@ func newEndpoint(pc net.PacketConn, cfg *Config, server bool) (*Endpoint, error)
 	e.resetSalt = cfg.StatelessResetKey
 	if e.resetSalt == [32]byte{} {
 		rand.Read(e.resetSalt[:])
+	}
+	if primary != nil {
+		e.primary = primary
+		e.resetSalt = primary.resetSalt
+		e.cidLen = primary.cidLen
 	}
 	if e.sock != nil {
 		go e.readLoopRaw()
@@ -178,6 +262,9 @@ func (e *Endpoint) Close() error {
 	}
 	for _, c := range conns {
 		<-c.loopDone
+	}
+	for _, p := range e.preferredSockets() {
+		p.ep.Close()
 	}
 	err := e.pc.Close()
 	<-e.readDone
@@ -405,19 +492,30 @@ func (e *Endpoint) readLoop() {
 // server.
 func (e *Endpoint) route(d *datagram) {
 	d.ep = e
+	// A preferred-address socket routes into its primary's tables.
+	tbl := e
+	if e.primary != nil {
+		tbl = e.primary
+	}
 	dcid, ok := datagramDCID(d.b, e.cidLen)
 	if !ok {
 		d.release()
 		return
 	}
-	if c := e.lookup(dcid); c != nil {
+	var c *Conn
+	if e.primary != nil {
+		c = e.primary.lookupShared(dcid)
+	} else {
+		c = e.lookup(dcid)
+	}
+	if c != nil {
 		c.deliver(d)
 		return
 	}
 	if e.cidLen == 0 {
-		e.mu.Lock()
-		c := e.byAddr[d.addr]
-		e.mu.Unlock()
+		tbl.mu.Lock()
+		c := tbl.byAddr[d.addr]
+		tbl.mu.Unlock()
 		if c != nil {
 			c.deliver(d)
 			return
@@ -433,9 +531,9 @@ func (e *Endpoint) route(d *datagram) {
 		if len(d.b) >= 21 {
 			var tok [16]byte
 			copy(tok[:], d.b[len(d.b)-16:])
-			e.mu.Lock()
-			c := e.resetTokens[tok]
-			e.mu.Unlock()
+			tbl.mu.Lock()
+			c := tbl.resetTokens[tok]
+			tbl.mu.Unlock()
 			if c != nil {
 				c.deliver(d)
 				return

@@ -51,7 +51,7 @@ func (s *memTokenStore) Take(key string) []byte {
 // tokenKey names the server a token belongs to: its TLS server name and
 // address.
 func (c *Conn) tokenKey() string {
-	return c.config.TLSConfig.ServerName + "|" + c.peerAddr.String()
+	return c.config.TLSConfig.ServerName + "|" + c.handshakeAddr.String()
 }
 
 // sendNewToken gives the client a token for its next connection, once

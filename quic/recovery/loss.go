@@ -466,7 +466,7 @@ func (l *LossDetector) detectLost(space Space, now time.Time) bool {
 			l.lost = append(l.lost, *p)
 			if p.InFlight {
 				l.bytesInFlight -= int(p.Size)
-				if p.TimeSent.After(lastLoss) && !p.PMTUProbe {
+				if p.TimeSent.After(lastLoss) && !p.PMTUProbe && !p.OtherPath {
 					lastLoss = p.TimeSent
 				}
 			}
@@ -474,7 +474,7 @@ func (l *LossDetector) detectLost(space Space, now time.Time) bool {
 				continue
 			}
 			s.ackElicitingInFlight--
-			if p.PMTUProbe {
+			if p.PMTUProbe || p.OtherPath {
 				continue
 			}
 			// Persistent congestion needs two ack-eliciting packets lost,

@@ -34,6 +34,10 @@ type SentPacket struct {
 	// congestion control reaction"), nor evidence of persistent
 	// congestion.
 	PMTUProbe bool
+	// OtherPath marks a packet sent on a path being validated (a lone
+	// PATH_CHALLENGE or PATH_RESPONSE): it counts in flight, but its loss
+	// says nothing of congestion on the path in use.
+	OtherPath bool
 
 	state slotState
 }
