@@ -398,9 +398,14 @@ func (c *Conn) discardSpace(now time.Time, id spaceID) {
 	if id == initialSpace {
 		c.origInitialRead = nil
 	}
-	for _, p := range c.loss.ld.OnPacketNumberSpaceDiscarded(recovery.Space(id), now) {
-		c.loss.logs[id].take(uint64(p.PacketNumber), func(*sentFrame) {})
-	}
+	c.loss.ld.OnPacketNumberSpaceDiscarded(recovery.Space(id), now)
+	// The frames of the space's packets still in flight are dropped with
+	// them, neither released nor sent again. The storage goes too, so that
+	// a connection keeps nothing of the handshake's spaces: the sent-frame
+	// log and the CRYPTO data, whose send side holds every byte TLS gave
+	// (a certificate chain, on a server).
+	c.loss.logs[id] = sentLog{}
+	sp.crypto = cryptoStream{}
 	c.loss.probes[id] = 0
 	if id == handshakeSpace {
 		c.loss.ld.SetHandshakeConfirmed(now)

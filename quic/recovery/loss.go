@@ -638,7 +638,10 @@ func (l *LossDetector) OnLossDetectionTimeout(now time.Time) TimeoutResult {
 // their frames; the slice is valid until the next call.
 func (l *LossDetector) OnPacketNumberSpaceDiscarded(space Space, now time.Time) []SentPacket {
 	l.spaces[space].discarded = true
-	return l.dropAll(space, now)
+	dropped := l.dropAll(space, now)
+	// The space takes no more packets: its ring goes back to the heap.
+	l.spaces[space].sent = sentHistory{}
+	return dropped
 }
 
 // OnZeroRTTRejected drops the 0-RTT packets, all in the Application Data
