@@ -340,6 +340,7 @@ func (c *Conn) onPeerAddressChange(now time.Time, addr netip.AddrPort) {
 // pathValidated ends the amplification limit on the peer's new address.
 func (c *Conn) pathValidated(now time.Time) {
 	c.addrValidated = true
+	c.newTokenAfterMigration(now)
 	c.cids.challengeDeadline = time.Time{}
 	c.cids.lastValidated = c.peerAddr
 	// RFC 9000 §9.4: "On confirming a peer's ownership of its new

@@ -43,6 +43,8 @@ type connState struct {
 	// names the server for NEW_TOKEN tokens whatever the connection does
 	// later.
 	handshakeAddr netip.AddrPort
+	// tokenAddr is the client IP the last NEW_TOKEN vouched for.
+	tokenAddr     netip.Addr
 	pref          prefAddrState
 	lastDgramSize int
 	ackRanges     []wire.AckRange

@@ -331,3 +331,63 @@ func TestPreferredAddressLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// recordingTokenStore keeps every token a client is given.
+type recordingTokenStore struct {
+	mu     sync.Mutex
+	tokens [][]byte
+}
+
+func (s *recordingTokenStore) Put(_ string, tok []byte) {
+	s.mu.Lock()
+	s.tokens = append(s.tokens, append([]byte(nil), tok...))
+	s.mu.Unlock()
+}
+
+func (s *recordingTokenStore) Take(string) []byte { return nil }
+
+// TestNewTokenAfterMigration: the server gives a token after the
+// handshake and, once it has validated the client's new IP address after
+// a migration, another one that vouches for the new address (RFC 9000
+// §8.1.3).
+func TestNewTokenAfterMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		store := &recordingTokenStore{}
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.TokenStore = store
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 1000); err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		before := len(store.tokens)
+		store.mu.Unlock()
+		if before != 1 {
+			t.Fatalf("%d tokens after the handshake, want 1", before)
+		}
+		if err := c.Migrate(n.listen("10.0.0.3:7000")); err != nil {
+			t.Fatal(err)
+		}
+		if err := fetch(t.Context(), c, 100_000); err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		toks := store.tokens
+		store.mu.Unlock()
+		if len(toks) != 2 {
+			t.Fatalf("%d tokens after the migration, want 2", len(toks))
+		}
+		now := time.Now()
+		newIP, oldIP := netip.MustParseAddr("10.0.0.3"), netip.MustParseAddrPort(testClientAddr).Addr()
+		if !sep.tokens.openAddressToken(now, newIP, toks[1]) || sep.tokens.openAddressToken(now, oldIP, toks[1]) {
+			t.Error("the second token does not vouch for the new address (only)")
+		}
+		c.Close(0, "")
+	})
+}

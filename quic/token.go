@@ -59,6 +59,21 @@ func (c *Conn) tokenKey() string {
 func (c *Conn) sendNewToken(now time.Time) {
 	tok := c.ep.tokens.sealAddressToken(now, c.peerAddr.Addr())
 	c.probeRT.inject[appSpace] = append(c.probeRT.inject[appSpace], &wire.NewTokenFrame{Token: tok})
+	c.tokenAddr = c.peerAddr.Addr()
+}
+
+// newTokenAfterMigration gives a client whose new address the server
+// just validated a token for that address, when its IP differs from the
+// one the last token vouched for (tokens name the IP only). RFC 9000
+// §8.1.3: "A server MAY provide clients with an address validation token
+// during one connection that can be used on a subsequent connection";
+// after a migration the client's next connection will likely come from
+// the new address.
+func (c *Conn) newTokenAfterMigration(now time.Time) {
+	if c.isClient || !c.handshakeComplete || !c.tokenAddr.IsValid() || c.tokenAddr == c.peerAddr.Addr() {
+		return
+	}
+	c.sendNewToken(now)
 }
 
 // onNewToken stores a token from the server.
