@@ -1262,6 +1262,16 @@ func runRecInitialWindow(ctx context.Context, t *T) {
 	if pkts == 0 {
 		t.Inconclusive("The server sent no 1-RTT data within 20 ms of the request.")
 	}
+	// RFC 9002 §7.2 has the window recalculated when the maximum
+	// datagram size changes; a server that sends 1200-byte datagrams
+	// until its handshake is confirmed and larger ones a moment later
+	// may size its window for the larger, so the largest datagram of
+	// the connection (path MTU probes aside) sets the limit.
+	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {
+		if p.space == 2 && !isPMTUProbe(p) {
+			mds = max(mds, p.datagram)
+		}
+	}
 	iw := initialWindow(mds)
 	t.Fact("cwnd.first-round-bytes", bytes)
 	t.Fact("cwnd.first-round-packets", pkts)
