@@ -347,7 +347,9 @@ func runAckSingleAckOnly(ctx context.Context, t *T) {
 				alone = false
 				continue
 			}
-			if p.space == 2 && isAckOnly(p) && !seen[p.pn] {
+			// Only ACK-only packets that acknowledge this PING answer
+			// it; a delayed ACK of the one before may cross it.
+			if p.space == 2 && isAckOnly(p) && !seen[p.pn] && ackedBy([]*packet{p}, rc.trace.id, 2, ping.pn) != nil {
 				seen[p.pn] = true
 				answers = append(answers, p)
 			}
