@@ -47,6 +47,10 @@ type ServerConfig struct {
 	// Allow0RTT accepts 0-RTT data from clients resuming a session, and
 	// issues session tickets that allow it (quic.Config.Allow0RTT).
 	Allow0RTT bool
+	// PreferredAddress, when set, is served too and offered to clients,
+	// which move their connections there after the handshake
+	// (quic.Config.PreferredAddress, RFC 9000 §9.6).
+	PreferredAddress *quic.PreferredAddress
 }
 
 // Server serves files over QUIC until its context ends.
@@ -86,13 +90,14 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		cert = &c
 	}
 	qcfg := &quic.Config{
-		TLSConfig:    &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: cfg.ALPN},
-		Versions:     cfg.Versions,
-		RequireRetry: cfg.Retry,
-		Allow0RTT:    cfg.Allow0RTT,
-		KeyLog:       cfg.KeyLog,
-		Probe:        cfg.Probe,
-		Tracer:       tracer(cfg.QlogDir, cfg.Logf),
+		TLSConfig:        &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: cfg.ALPN},
+		Versions:         cfg.Versions,
+		RequireRetry:     cfg.Retry,
+		Allow0RTT:        cfg.Allow0RTT,
+		KeyLog:           cfg.KeyLog,
+		PreferredAddress: cfg.PreferredAddress,
+		Probe:            cfg.Probe,
+		Tracer:           tracer(cfg.QlogDir, cfg.Logf),
 	}
 	ep, err := quic.Listen("udp", cfg.Addr, qcfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -17,7 +18,7 @@ import (
 type serveOpts struct {
 	addr, root, alpn, qlog, keylog, cert, key string
 	retry                                     bool
-	cpuprofile, cipher                        string
+	cpuprofile, cipher, preferred             string
 }
 
 func serveCommand() *command {
@@ -29,6 +30,7 @@ func serveCommand() *command {
 			"quiver serve --addr 127.0.0.1:4433 --root ./www",
 			"quiver serve --addr 127.0.0.1:4433 --root ./www --alpn h3 --retry --qlog ./qlog --keylog keys.log",
 			"quiver serve --addr 127.0.0.1:4433 --root ./www --cipher chacha20",
+			"quiver serve --addr 127.0.0.1:4433 --root ./www --preferred-address 127.0.0.2:4434",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &serveOpts{}
@@ -42,6 +44,7 @@ func serveCommand() *command {
 			fs.StringVar(&o.key, "key", "", "private key `file` (PEM) for --cert")
 			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
 			fs.StringVar(&o.cipher, "cipher", "", cipherFlagUsage)
+			fs.StringVar(&o.preferred, "preferred-address", "", "also serve on `addresses` (IPv4 and/or IPv6 host:port, comma-separated) and ask clients to move there after the handshake (RFC 9000 §9.6)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -69,6 +72,13 @@ func serveCommand() *command {
 					fmt.Fprintf(env.stderr, format+"\n", args...)
 				},
 			}
+			if o.preferred != "" {
+				pa, err := parsePreferredAddress(o.preferred)
+				if err != nil {
+					return fmt.Errorf("%w: --preferred-address: %v", errUsage, err)
+				}
+				cfg.PreferredAddress = pa
+			}
 			if (o.cert == "") != (o.key == "") {
 				return fmt.Errorf("%w: --cert and --key go together", errUsage)
 			}
@@ -95,6 +105,31 @@ func serveCommand() *command {
 			return s.Serve(ctx)
 		},
 	}
+}
+
+// parsePreferredAddress reads --preferred-address: at most one IPv4 and
+// one IPv6 host:port, comma-separated.
+func parsePreferredAddress(s string) (*quic.PreferredAddress, error) {
+	pa := &quic.PreferredAddress{}
+	for _, item := range splitList(s) {
+		a, err := netip.ParseAddrPort(item)
+		if err != nil {
+			return nil, err
+		}
+		a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+		slot := &pa.IPv6
+		if a.Addr().Is4() {
+			slot = &pa.IPv4
+		}
+		if slot.IsValid() {
+			return nil, fmt.Errorf("two addresses of one family: %s", s)
+		}
+		*slot = a
+	}
+	if !pa.IPv4.IsValid() && !pa.IPv6.IsValid() {
+		return nil, fmt.Errorf("no address in %q", s)
+	}
+	return pa, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

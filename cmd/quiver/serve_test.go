@@ -101,3 +101,15 @@ func TestServeBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePreferredAddress(t *testing.T) {
+	pa, err := parsePreferredAddress("127.0.0.2:4434, [::1]:4435")
+	if err != nil || pa.IPv4.String() != "127.0.0.2:4434" || pa.IPv6.String() != "[::1]:4435" {
+		t.Errorf("got %+v, %v", pa, err)
+	}
+	for _, bad := range []string{"", "localhost:4434", "127.0.0.2", "127.0.0.2:1,127.0.0.3:2"} {
+		if _, err := parsePreferredAddress(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
