@@ -59,9 +59,11 @@ func init() {
 		ID: "tls-crypto-in-0rtt", Title: "CRYPTO frame in a 0-RTT packet", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("8.3", Must, "A server MUST treat receipt of a CRYPTO frame in a 0-RTT packet as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
-			t.provoke0RTT(ctx, &wire.CryptoFrame{Offset: 0, Data: []byte{tlsKeyUpdate, 0, 0, 1, 0}}, Expectation{
-				Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
-				Describe: "a CRYPTO frame in a 0-RTT packet"})
+			t.provoke0RTT(ctx, func(*resumption) (wire.Frame, Expectation) {
+				return &wire.CryptoFrame{Offset: 0, Data: []byte{tlsKeyUpdate, 0, 0, 1, 0}}, Expectation{
+					Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
+					Describe: "a CRYPTO frame in a 0-RTT packet"}
+			})
 		},
 	})
 	Register(&Scenario{
@@ -71,9 +73,11 @@ func init() {
 			rfc9000("12.5", Descriptive, "0-RTT packets cannot contain ACK frames."),
 		},
 		Run: func(ctx context.Context, t *T) {
-			t.provoke0RTT(ctx, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 0}}}, Expectation{
-				Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
-				Describe: "an ACK frame in a 0-RTT packet"})
+			t.provoke0RTT(ctx, func(*resumption) (wire.Frame, Expectation) {
+				return &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 0}}}, Expectation{
+					Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
+					Describe: "an ACK frame in a 0-RTT packet"}
+			})
 		},
 	})
 	Register(&Scenario{
@@ -390,10 +394,12 @@ func runDgram0RTTLimitKept(ctx context.Context, t *T) {
 }
 
 // provoke0RTT is the provoked-error pattern with the offence in a 0-RTT
-// packet of a resumed connection; a server that rejects early data never
-// processes the frame, which makes the scenario inconclusive.
-func (t *T) provoke0RTT(ctx context.Context, f wire.Frame, e Expectation) {
+// packet of a resumed connection; build makes the offending frame and the
+// expectation from what connection 1 left. A server that rejects early
+// data never processes the frame, which makes the scenario inconclusive.
+func (t *T) provoke0RTT(ctx context.Context, build func(r *resumption) (wire.Frame, Expectation)) {
 	r := t.ticket(ctx, true, DialOptions{})
+	f, e := build(r)
 	mark := 0
 	c, acc := t.early(ctx, r, "0-RTT offence", nil, func(c *Conn) {
 		mark = t.mark()
@@ -415,31 +421,15 @@ func (t *T) provoke0RTT(ctx context.Context, f wire.Frame, e Expectation) {
 }
 
 func runTLS0RTTLimitViolation(ctx context.Context, t *T) {
-	r := t.ticket(ctx, true, DialOptions{})
-	if r.tp == nil {
-		t.Inconclusive("The server's transport parameters could not be read.")
-	}
-	lim := r.tp.InitialMaxStreamDataBidiRemote
-	f := &wire.StreamFrame{StreamID: 0, Offset: lim, Data: []byte("x")}
-	mark := 0
-	c, acc := t.early(ctx, r, "0-RTT over limit", nil, func(c *Conn) {
-		mark = t.mark()
-		c.Inject(spaceApp, f)
-	})
-	carried := false
-	for _, p := range sent0RTT(t.rec.snapshot(), c.ID()) {
-		if p.has(f.Type()) {
-			carried = true
+	t.provoke0RTT(ctx, func(r *resumption) (wire.Frame, Expectation) {
+		if r.tp == nil {
+			t.Inconclusive("The server's transport parameters could not be read.")
 		}
-	}
-	if !carried {
-		t.Inconclusive("The tester could not send the STREAM frame in a 0-RTT packet.")
-	}
-	if !acc && firstClose(received(t.rec.snapshot(), c.ID(), mark)) == nil {
-		t.Inconclusive("The server rejected early data, so the STREAM frame beyond the remembered limit was never processed.")
-	}
-	t.watchAfter(ctx, c, mark, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.FlowControlError),
-		GoesOnWarns: true, Describe: fmt.Sprintf("a 0-RTT STREAM frame ending at offset %d, one byte beyond the remembered initial_max_stream_data_bidi_remote", lim+1)}, true)
+		lim := r.tp.InitialMaxStreamDataBidiRemote
+		return &wire.StreamFrame{StreamID: 0, Offset: lim, Data: []byte("x")}, Expectation{Check: "close", Req: t.sc.Requirements[0],
+			Codes: transportCodes(wire.FlowControlError), GoesOnWarns: true,
+			Describe: fmt.Sprintf("a 0-RTT STREAM frame ending at offset %d, one byte beyond the remembered initial_max_stream_data_bidi_remote", lim+1)}
+	})
 }
 
 func runV2CrossVersionTicket(ctx context.Context, t *T) {
