@@ -126,7 +126,7 @@ func TestClientCases(t *testing.T) {
 					addr, _, _ = strings.Cut(rest, " ")
 				}
 			}
-			// The client reaches the server through a relay with 5 ms each
+			// The client reaches the server through a relay with 25 ms each
 			// way, as in an interop cell: on bare loopback the server's
 			// whole flight can arrive before the client has written its
 			// requests, which then go in 1-RTT instead of 0-RTT.
@@ -134,7 +134,7 @@ func TestClientCases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			link := netem.Link{Delay: 5 * time.Millisecond}
+			link := netem.Link{Delay: 25 * time.Millisecond}
 			relay, err := netem.NewRelay(netem.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Server: saddr, ToServer: link, ToClient: link})
 			if err != nil {
 				t.Fatal(err)
