@@ -313,6 +313,11 @@ func contractErrors(t *testing.T, k kit) {
 
 func contractDeadline(t *testing.T, k kit) {
 	e := startEnv(t, k)
+	// Connect first: on a slow machine (-race under load) the handshake
+	// alone could use up the 300 ms, and the handler would never run.
+	if err := e.client.Transport().Connect(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -323,8 +328,13 @@ func contractDeadline(t *testing.T, k kit) {
 	if el := time.Since(start); el > 3*time.Second {
 		t.Errorf("call took %v past a 300ms deadline", el)
 	}
-	if d := <-e.svc.deadline; d <= 0 || d > 300*time.Millisecond {
-		t.Errorf("handler saw remaining time %v, want a deadline within 300ms", d)
+	select {
+	case d := <-e.svc.deadline:
+		if d <= 0 || d > 300*time.Millisecond {
+			t.Errorf("handler saw remaining time %v, want a deadline within 300ms", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler never ran")
 	}
 	select {
 	case err := <-e.svc.ended:
