@@ -220,8 +220,17 @@ type env struct {
 }
 
 func startEnv(t *testing.T, k kit, opts ...ClientOption) *env {
+	return startEnvServer(t, k, nil, opts...)
+}
+
+// startEnvServer is startEnv with conf applied to the server before it
+// serves (its fields must not change while it serves).
+func startEnvServer(t *testing.T, k kit, conf func(*Server), opts ...ClientOption) *env {
 	e := &env{t: t, k: k}
 	e.srv, e.svc = newTestServer(t)
+	if conf != nil {
+		conf(e.srv)
+	}
 	e.start("")
 	e.client = NewClient(k.dial(e.l.Addr()), opts...)
 	t.Cleanup(func() {
@@ -378,8 +387,7 @@ func contractLarge(t *testing.T, k kit) {
 	if max == 0 {
 		max = 2 << 20
 	}
-	e := startEnv(t, k, WithMaxMessageSize(max+1024))
-	e.srv.MaxMessageSize = max
+	e := startEnvServer(t, k, func(s *Server) { s.MaxMessageSize = max }, WithMaxMessageSize(max+1024))
 	ctx := testCtx(t)
 	data := bytes.Repeat([]byte("0123456789abcdef"), (max-1024)/16/2) // JSON base64 grows it by 4/3
 	resp, err := Call[echoReq, echoResp](ctx, e.client, "Echo.Echo", &echoReq{Data: data})
@@ -565,9 +573,8 @@ func contractBidiStream(t *testing.T, k kit) {
 }
 
 func contractAuth(t *testing.T, k kit) {
-	e := startEnv(t, k)
 	type userKey struct{}
-	e.srv.Auth = func(ctx context.Context, info *CallInfo) (context.Context, error) {
+	auth := func(ctx context.Context, info *CallInfo) (context.Context, error) {
 		if info.Transport != k.name {
 			return nil, Errorf(Internal, "auth saw transport %q, want %q", info.Transport, k.name)
 		}
@@ -576,6 +583,7 @@ func contractAuth(t *testing.T, k kit) {
 		}
 		return context.WithValue(ctx, userKey{}, "alice"), nil
 	}
+	e := startEnvServer(t, k, func(s *Server) { s.Auth = auth })
 	ctx := testCtx(t)
 	if _, err := Call[echoReq, echoResp](ctx, e.client, "Echo.Echo", &echoReq{}); CodeOf(err) != Unauthenticated {
 		t.Errorf("call without token = %v, want Unauthenticated", err)
