@@ -194,6 +194,11 @@ func sessionConfig(cache tls.ClientSessionCache) func(*quic.Config) {
 	return func(c *quic.Config) {
 		c.TLSConfig.ClientSessionCache = cache
 		c.Allow0RTT = true
+		// The tester offers its tickets in any QUIC version, so that
+		// v2-cross-version-ticket can see what the server does with one.
+		if c.Probe != nil {
+			c.Probe.AnyVersionTickets = true
+		}
 	}
 }
 

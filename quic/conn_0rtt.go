@@ -29,7 +29,15 @@ var tpExtraPrefix = []byte("quiver-0rtt-tp\x00")
 // connection" (draft-ietf-quic-ack-frequency-14 §3), so ACK_FREQUENCY and
 // IMMEDIATE_ACK never go in 0-RTT (and wire.FrameType.AllowedIn rejects
 // them there on receipt).
-func rememberedParams(p *wire.TransportParameters) []byte {
+//
+// The entry starts with the QUIC version of the connection that issued the
+// ticket. RFC 9369 §5: "TLS session tickets and NEW_TOKEN tokens are
+// specific to the QUIC version of the connection that provided them.
+// Clients MUST NOT use a session ticket or token from a QUIC version 1
+// connection to initiate a QUIC version 2 connection, and vice versa." and
+// "Servers MUST validate the originating version of any session ticket or
+// token and not accept one issued from a different version."
+func rememberedParams(p *wire.TransportParameters, version uint32) []byte {
 	var r wire.TransportParameters
 	r.SetDefaults()
 	r.ActiveConnectionIDLimit = p.ActiveConnectionIDLimit
@@ -41,7 +49,45 @@ func rememberedParams(p *wire.TransportParameters) []byte {
 	r.InitialMaxStreamsUni = p.InitialMaxStreamsUni
 	r.HasMaxDatagramFrameSize = p.HasMaxDatagramFrameSize
 	r.MaxDatagramFrameSize = p.MaxDatagramFrameSize
-	return append(append([]byte(nil), tpExtraPrefix...), r.Marshal()...)
+	b := append([]byte(nil), tpExtraPrefix...)
+	b = append(b, byte(version>>24), byte(version>>16), byte(version>>8), byte(version))
+	return append(b, r.Marshal()...)
+}
+
+// rememberedVersion splits an entry made by rememberedParams into the
+// version of the connection that issued it and the encoded parameters.
+func rememberedVersion(rem []byte) (version uint32, params []byte, ok bool) {
+	b := rem[len(tpExtraPrefix):]
+	if len(b) < 4 {
+		return 0, nil, false
+	}
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), b[4:], true
+}
+
+// versionedSessionCache hands out only the sessions a connection of one
+// QUIC version may use (RFC 9369 §5, above): a client's session whose
+// ticket came from another version is not offered at all, so the
+// connection falls back to a full handshake.
+type versionedSessionCache struct {
+	tls.ClientSessionCache
+	version uint32
+}
+
+func (v versionedSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+	cs, ok := v.ClientSessionCache.Get(key)
+	if !ok || cs == nil {
+		return cs, ok
+	}
+	_, st, err := cs.ResumptionState()
+	if err != nil || st == nil {
+		return cs, ok
+	}
+	if rem := findRemembered(st.Extra); rem != nil {
+		if ver, _, ok := rememberedVersion(rem); !ok || ver != v.version {
+			return nil, false
+		}
+	}
+	return cs, ok
 }
 
 func findRemembered(extra [][]byte) []byte {
@@ -63,7 +109,7 @@ func (c *Conn) sendSessionTicket() {
 	if err != nil {
 		return
 	}
-	c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{EarlyData: c.config.Allow0RTT, Extra: [][]byte{rememberedParams(p)}})
+	c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{EarlyData: c.config.Allow0RTT, Extra: [][]byte{rememberedParams(p, c.version)}})
 }
 
 // onResumeSession decides whether 0-RTT is used with a resumed session.
@@ -74,7 +120,12 @@ func (c *Conn) onResumeSession(s *tls.SessionState) {
 			s.EarlyData = false
 			return
 		}
-		p, err := wire.ParseTransportParameters(rem[len(tpExtraPrefix):], false)
+		ver, enc, ok := rememberedVersion(rem)
+		if !ok || ver != c.origVersion && (c.probe == nil || !c.probe.AnyVersionTickets) {
+			s.EarlyData = false
+			return
+		}
+		p, err := wire.ParseTransportParameters(enc, false)
 		if err != nil {
 			s.EarlyData = false
 			return
@@ -85,8 +136,10 @@ func (c *Conn) onResumeSession(s *tls.SessionState) {
 	// Server: accept only if the parameters the client remembered are
 	// still ours (RFC 9000 §7.4.1: "a server MUST NOT ... reduce any
 	// limits ... if it accepts 0-RTT data").
+	// The ticket must come from a connection of the version this one
+	// started in (RFC 9369 §5); the version is part of the entry.
 	p, err := wire.ParseTransportParameters(c.localTransportParams(), true)
-	if !c.config.Allow0RTT || err != nil || rem == nil || !bytes.Equal(rem, rememberedParams(p)) {
+	if !c.config.Allow0RTT || err != nil || rem == nil || !bytes.Equal(rem, rememberedParams(p, c.origVersion)) {
 		s.EarlyData = false
 	}
 }
@@ -94,7 +147,9 @@ func (c *Conn) onResumeSession(s *tls.SessionState) {
 // onStoreSession keeps the server's parameters with the ticket.
 func (c *Conn) onStoreSession(s *tls.SessionState) {
 	if c.havePeerTP && findRemembered(s.Extra) == nil {
-		s.Extra = append(s.Extra, rememberedParams(c.peerParams.tp))
+		// After compatible version negotiation the ticket "maps to the
+		// negotiated version rather than the original one" (RFC 9369 §5).
+		s.Extra = append(s.Extra, rememberedParams(c.peerParams.tp, c.version))
 	}
 	c.tls.StoreSession(s)
 }

@@ -17,11 +17,14 @@ func (c *Conn) startTLS(now time.Time) error {
 	if c.isClient {
 		cfg = c.config.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
+		if cfg.ClientSessionCache != nil && (c.probe == nil || !c.probe.AnyVersionTickets) {
+			cfg.ClientSessionCache = versionedSessionCache{cfg.ClientSessionCache, c.version}
+		}
 	} else {
-		// One configuration for all the endpoint's connections, so that
-		// they share the automatic session ticket keys and a ticket from
-		// one connection resumes on the next.
-		cfg = c.ep.serverTLS()
+		// The endpoint's configuration owns the session ticket keys, so
+		// that a ticket from one connection resumes on the next; this
+		// connection's copy only adds the version check on tickets.
+		cfg = c.versionCheckedTLS(c.ep.serverTLS())
 	}
 	qc := &tls.QUICConfig{TLSConfig: cfg, EnableSessionEvents: true}
 	if c.isClient {
@@ -37,6 +40,39 @@ func (c *Conn) startTLS(now time.Time) error {
 		return c.tlsError(err)
 	}
 	return c.handleTLSEvents(now)
+}
+
+// versionCheckedTLS returns a copy of the endpoint's server configuration
+// that refuses a session ticket issued on a connection of another QUIC
+// version than the one this connection started in, so that the client
+// gets a full handshake (RFC 9369 §5: "Servers MUST validate the
+// originating version of any session ticket or token and not accept one
+// issued from a different version. A rejected ticket results in falling
+// back to a full TLS handshake, without 0-RTT."). Tickets are still sealed
+// and opened with the endpoint's keys.
+func (c *Conn) versionCheckedTLS(shared *tls.Config) *tls.Config {
+	cfg := shared.Clone()
+	wrap, unwrap := shared.WrapSession, shared.UnwrapSession
+	if wrap == nil {
+		wrap = shared.EncryptTicket
+	}
+	if unwrap == nil {
+		unwrap = shared.DecryptTicket
+	}
+	cfg.WrapSession = wrap
+	cfg.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		st, err := unwrap(identity, cs)
+		if err != nil || st == nil {
+			return st, err
+		}
+		if rem := findRemembered(st.Extra); rem != nil {
+			if v, _, ok := rememberedVersion(rem); ok && v != c.origVersion {
+				return nil, nil
+			}
+		}
+		return st, nil
+	}
+	return cfg
 }
 
 // tlsError turns an error from crypto/tls into a CRYPTO_ERROR. RFC 9001

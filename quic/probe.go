@@ -29,6 +29,10 @@ type Probe struct {
 	DropIncoming func(b []byte) bool
 	// NoAcks switches off automatic acknowledgments.
 	NoAcks bool
+	// AnyVersionTickets makes a client offer a session ticket (and 0-RTT)
+	// whatever the QUIC version of the connection that issued it, which
+	// RFC 9369 §5 forbids: a conformance probe of the server's check.
+	AnyVersionTickets bool
 	// NoRetransmit switches off retransmission of lost frames.
 	NoRetransmit bool
 	// RawTransportParameters, when non-nil, is sent verbatim instead of

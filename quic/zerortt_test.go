@@ -128,3 +128,58 @@ func Test0RTTRejected(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestTicketVersionBound: a ticket from a version 1 connection is neither
+// offered by a client starting in version 2 nor, when a client offers it
+// anyway (Probe.AnyVersionTickets), accepted by the server, which answers
+// with a full handshake and no 0-RTT (RFC 9369 §5). A version 1
+// connection with the same ticket still resumes.
+func TestTicketVersionBound(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		versions   []uint32
+		anyVersion bool
+		resumed    bool
+	}{
+		{"v2-client-skips-v1-ticket", []uint32{Version2}, false, false},
+		{"v2-server-refuses-v1-ticket", []uint32{Version2}, true, false},
+		{"v1-resumes", []uint32{Version1}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(10 * time.Millisecond)
+				scfg := testServerConfig(t, "hq-interop")
+				scfg.Allow0RTT = true
+				scfg.Versions = []uint32{Version1, Version2}
+				sep, cep, cache := zeroRTTSetup(t, n, scfg)
+				defer sep.Close()
+				defer cep.Close()
+				var early int
+				ccfg := testClientConfig(t, "hq-interop")
+				ccfg.TLSConfig.ClientSessionCache = cache
+				ccfg.Allow0RTT = true
+				ccfg.Versions = tc.versions
+				ccfg.Probe = &Probe{AnyVersionTickets: tc.anyVersion, OnPacketSent: func(p PacketInfo) {
+					if p.Type == wire.PacketType0RTT {
+						early++
+					}
+				}}
+				c, err := cep.DialEarly(t.Context(), "udp", testServerAddr, ccfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fetch(t.Context(), c, 3000); err != nil {
+					t.Fatal(err)
+				}
+				info := c.ConnectionInfo()
+				c.Close(0, "")
+				if info.Version != tc.versions[0] || info.Resumed != tc.resumed || info.Used0RTT != tc.resumed {
+					t.Errorf("connection info %+v, want version %#x, resumed and 0-RTT %v", info, tc.versions[0], tc.resumed)
+				}
+				if tc.anyVersion && early == 0 {
+					t.Errorf("the client sent no 0-RTT, so the server's check was not exercised")
+				}
+			})
+		})
+	}
+}
