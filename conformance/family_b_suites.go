@@ -69,19 +69,12 @@ func (t *T) withSuites(suites []uint16, f func()) {
 // on connection c, from the server's Initial CRYPTO stream (RFC 8446 §4.1.3:
 // legacy_version, random, legacy_session_id_echo, cipher_suite).
 func (t *T) serverHelloSuite(c *Conn) (suite uint16, at *packet, ok bool) {
-	var buf cryptoBuffer
 	for _, p := range received(t.rec.snapshot(), c.trace.id, 0) {
-		if p.space != spaceInitial {
-			continue
-		}
-		for _, f := range p.frames {
-			if cf, isCrypto := f.(*wire.CryptoFrame); isCrypto {
-				buf.add(cf.Offset, cf.Data)
-				at = p
-			}
+		if p.space == spaceInitial {
+			at = p
 		}
 	}
-	for _, m := range tlsMessages(buf.contiguous()) {
+	for _, m := range c.trace.serverMessages(spaceInitial) {
 		if m[0] != 2 { // server_hello
 			continue
 		}

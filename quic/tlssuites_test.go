@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 )
@@ -89,22 +90,10 @@ func TestRestrictTLS13SuitesRejects(t *testing.T) {
 			t.Errorf("RestrictTLS13Suites(%x) accepted", bad)
 		}
 	}
-	if got := TLS13Suites(); !equalSuites(got, before) {
+	if got := TLS13Suites(); !slices.Equal(got, before) {
 		t.Errorf("a rejected call changed the suites: %x, was %x", got, before)
 	}
 	if _, err := ParseTLS13Suite("rc4"); err == nil {
 		t.Error("ParseTLS13Suite(rc4) accepted")
 	}
-}
-
-func equalSuites(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
