@@ -265,7 +265,8 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 				typ = wire.PacketType0RTT
 			}
 			c.probe.OnPacketSent(PacketInfo{Space: int(p.space), Type: typ, PacketNumber: p.pn,
-				Size: p.end + 16 - p.start, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID})
+				Size: p.end + 16 - p.start, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID,
+				KeyPhase: typ == wire.PacketType1RTT && c.appKeys.Phase() == 1})
 		}
 		c.qlogPacketSent(now, p, buf)
 		pkt := buf[p.start : p.end : p.end+16]

@@ -80,8 +80,9 @@ type PacketInfo struct {
 	// until the engine reads it from the socket; see the TODO in the
 	// package notes).
 	ECN uint8
-	// KeyPhase is the Key Phase bit of a received 1-RTT packet (RFC 9001
-	// §6), after header protection is removed.
+	// KeyPhase is the Key Phase bit of a 1-RTT packet (RFC 9001 §6): of a
+	// received one after header protection is removed, of a sent one as
+	// the engine set it (packets from the probe's own builders aside).
 	KeyPhase bool
 	Payload  []byte
 }
