@@ -91,13 +91,6 @@ func (c *Conn) sendPathFrameOn(now time.Time, r pathResponse, f wire.Frame, limi
 		// packets.
 		return
 	}
-	sp := &c.spaces[appSpace]
-	pn := sp.nextPN
-	largestAcked := c.loss.ld.LargestAcked(recovery.SpaceAppData)
-	pnLen := wire.EncodedPacketNumberLen(pn, uint64(largestAcked))
-	if largestAcked < 0 {
-		pnLen = wire.EncodedPacketNumberLen(pn+1, 0)
-	}
 	// RFC 9000 §9.5: "an endpoint MUST NOT reuse a connection ID when
 	// sending to more than one destination address": a spare connection ID
 	// of the peer's, when there is one, for the other path.
@@ -105,40 +98,16 @@ func (c *Conn) sendPathFrameOn(now time.Time, r pathResponse, f wire.Frame, limi
 	if len(c.cids.peer) > 0 {
 		dcid = c.cids.peer[0].cid
 	}
-	h := wire.ShortHeader{DCID: dcid, PacketNumber: pn, PNLen: pnLen, KeyPhase: c.appKeys.Phase() == 1, ClearFixedBit: c.greaseFixedBit(appSpace)}
-	// A buffer of its own: path probes are rare, and the turn's pooled
-	// send buffer (takeSendBuf) is not taken yet.
-	buf, pnOff := h.Append(make([]byte, 0, minInitialDatagramSize+64))
-	log := &c.loss.logs[appSpace]
-	log.begin()
-	buf = f.Append(buf)
-	log.add(sentFrame{kind: frOther})
 	// RFC 9000 §8.2.1: "An endpoint MUST expand datagrams that contain a
 	// PATH_CHALLENGE frame to at least the smallest allowed maximum
 	// datagram size of 1200 bytes, unless the anti-amplification limit for
 	// the path does not permit sending a datagram of this size"; §8.2.2
 	// says the same of PATH_RESPONSE. On an unvalidated path the limit is
 	// three times what arrived from it (§8.1, §9.3.1).
-	want := min(minInitialDatagramSize, limit)
-	for len(buf)+16 < want || len(buf)-pnOff < 4 {
-		buf = append(buf, 0) // PADDING; also the header protection sample (RFC 9001 §5.4.2)
-	}
-	end := len(buf)
-	p := builtPacket{space: appSpace, pnOff: pnOff, lenOff: -1, end: end, pn: pn, ackElic: true, inFlight: true, pathFrame: true}
-	if c.probe != nil && c.probe.OnPacketSent != nil {
-		c.probe.OnPacketSent(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
-			Size: end + 16, Payload: buf[pnOff+pnLen : end], DCID: dcid, SCID: c.localCID})
-	}
-	c.qlogPacketSent(now, &p, buf)
-	buf = append(buf, make([]byte, 16)...)
-	if _, err := k.SealPacket(buf[:end:end+16], pnOff, pn); err != nil {
-		log.fEnd = log.openStart
+	buf := c.buildLonePacket(now, dcid, f.Append(nil), min(minInitialDatagramSize, limit), lonePathFrame)
+	if buf == nil {
 		return
 	}
-	sp.nextPN++
-	log.commit(pn)
-	c.loss.ld.OnPacketSent(recovery.SpaceAppData, recovery.SentPacket{PacketNumber: int64(pn), Size: uint16(len(buf)), AckEliciting: true, InFlight: true}, now)
-	c.onSealed(now, pn)
 	c.stats.sent++
 	ep.writeTo(buf, r.addr)
 }

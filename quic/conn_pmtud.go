@@ -327,7 +327,7 @@ func (c *Conn) pmtudProbeDue(now time.Time) (int, bool) {
 // datagram of size bytes, recorded for loss detection as a probe.
 func (c *Conn) buildPMTUProbe(now time.Time, size int) []byte {
 	pn := c.spaces[appSpace].nextPN
-	b := c.buildLonePacket(now, c.peerCID, []byte{byte(wire.FrameTypePing)}, size, true)
+	b := c.buildLonePacket(now, c.peerCID, []byte{byte(wire.FrameTypePing)}, size, loneProbe)
 	if b != nil {
 		c.pmtud.onProbeSent(pn, len(b))
 	}

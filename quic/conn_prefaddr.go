@@ -242,7 +242,7 @@ func (c *Conn) prefAddrSend(now time.Time) {
 		return
 	}
 	f := wire.PathChallengeFrame{Data: d}
-	if b := c.buildLonePacket(now, p.dcid, f.Append(nil), minInitialDatagramSize, false); b != nil {
+	if b := c.buildLonePacket(now, p.dcid, f.Append(nil), minInitialDatagramSize, loneOtherPath); b != nil {
 		c.stats.sent++
 		p.ep.writeTo(b, p.addr)
 	}
@@ -357,11 +357,26 @@ func (c *Conn) resetRecovery() {
 	}
 }
 
+// loneKind says how loss recovery treats a lone packet.
+type loneKind uint8
+
+const (
+	// loneProbe: a PMTU probe; its loss is no congestion signal.
+	loneProbe loneKind = iota
+	// loneOtherPath: a packet on a path being validated; its loss is no
+	// congestion signal for the current path.
+	loneOtherPath
+	// lonePathFrame: a path frame sent off the current path, counted as
+	// an ordinary packet.
+	lonePathFrame
+)
+
 // buildLonePacket seals a 1-RTT packet of payload (frames) padded with
 // PADDING to a datagram of size bytes, sent to dcid and recorded for loss
-// detection. A PMTU probe (pmtu) or a packet on another path counts in
-// flight but its loss is no congestion signal.
-func (c *Conn) buildLonePacket(now time.Time, dcid, payload []byte, size int, pmtu bool) []byte {
+// detection as kind says. The caller has checked that 1-RTT write keys
+// exist, and writes the result at once (it is the connection's send
+// buffer).
+func (c *Conn) buildLonePacket(now time.Time, dcid, payload []byte, size int, kind loneKind) []byte {
 	sp := &c.spaces[appSpace]
 	pn := sp.nextPN
 	largestAcked := c.loss.ld.LargestAcked(recovery.Space(appSpace))
@@ -384,7 +399,7 @@ func (c *Conn) buildLonePacket(now time.Time, dcid, payload []byte, size int, pm
 	p := builtPacket{space: appSpace, pnOff: pnOff, lenOff: -1, end: len(buf), pn: pn, ackElic: true, inFlight: true}
 	if c.probe != nil && c.probe.OnPacketSent != nil {
 		c.probe.OnPacketSent(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
-			Size: p.end + 16, Payload: buf[pnOff+pnLen : p.end], DCID: dcid, SCID: c.localCID})
+			Size: p.end + 16, Payload: buf[pnOff+pnLen : p.end], DCID: dcid, SCID: c.localCID, KeyPhase: c.appKeys.Phase() == 1})
 	}
 	c.qlogPacketSent(now, &p, buf)
 	if _, err := c.appKeys.Write().SealPacket(buf[:p.end:p.end+16], pnOff, pn); err != nil {
@@ -395,7 +410,8 @@ func (c *Conn) buildLonePacket(now time.Time, dcid, payload []byte, size int, pm
 	sp.nextPN++
 	log.commit(pn)
 	c.loss.ld.OnPacketSent(recovery.Space(appSpace), recovery.SentPacket{
-		PacketNumber: int64(pn), Size: uint16(len(buf)), AckEliciting: true, InFlight: true, PMTUProbe: pmtu, OtherPath: !pmtu,
+		PacketNumber: int64(pn), Size: uint16(len(buf)), AckEliciting: true, InFlight: true,
+		PMTUProbe: kind == loneProbe, OtherPath: kind == loneOtherPath,
 	}, now)
 	c.onSealed(now, pn)
 	c.sendBuf = buf[:0]
