@@ -155,19 +155,11 @@ func (e *interopEnv) peerClient(im peers.Impl, addr, alpn, tcase string, sizes .
 
 // hqGet fetches path over hq-interop on a new stream.
 func hqGet(ctx context.Context, c *quic.Conn, path string) ([]byte, error) {
-	s, err := c.OpenStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := fmt.Fprintf(s, "GET %s\r\n", path); err != nil {
-		return nil, err
-	}
-	s.CloseWrite()
-	return io.ReadAll(s)
+	return hqGetNotify(ctx, c, path, nil)
 }
 
-// hqGetNotify is hqGet that closes started when the first body bytes
-// arrive.
+// hqGetNotify is hqGet that closes started, when not nil, as the first
+// body bytes arrive.
 func hqGetNotify(ctx context.Context, c *quic.Conn, path string, started chan<- struct{}) ([]byte, error) {
 	s, err := c.OpenStream(ctx)
 	if err != nil {
@@ -177,6 +169,9 @@ func hqGetNotify(ctx context.Context, c *quic.Conn, path string, started chan<- 
 		return nil, err
 	}
 	s.CloseWrite()
+	if started == nil {
+		return io.ReadAll(s)
+	}
 	first := make([]byte, 1)
 	if _, err := io.ReadFull(s, first); err != nil {
 		return nil, err
