@@ -42,6 +42,9 @@ func TestGolden(t *testing.T) {
 		{"web-help", []string{"web", "--help"}, 0},
 		{"bench-help", []string{"bench", "--help"}, 0},
 		{"bench-noarg", []string{"bench"}, 2},
+		{"grid-help", []string{"grid", "--help"}, 0},
+		{"grid-noarg", []string{"grid"}, 2},
+		{"grid-missing", []string{"grid", "/nonexistent/r.json"}, 1},
 		{"version-help", []string{"help", "version"}, 0},
 	}
 	for _, tc := range cases {
