@@ -95,6 +95,10 @@ type rawClient struct {
 	sparesGiven bool
 	// FollowRetry makes the client answer a Retry (default true).
 	FollowRetry bool
+	// ClearQUICBit sends every Handshake and 1-RTT packet with the QUIC
+	// bit (0x40) cleared, as a client that negotiated grease_quic_bit
+	// (RFC 9287) may; Initial packets keep it set.
+	ClearQUICBit bool
 	// handshakeOpts and handshakeExtra shape the Handshake packet that
 	// carries the client's Finished.
 	handshakeOpts  longOpts
@@ -319,7 +323,7 @@ func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]b
 	if v == 0 {
 		v = rc.version
 	}
-	h := wire.LongHeader{Version: wire.Version(v), Type: pt, ClearFixedBit: o.ClearFixed, ReservedBits: o.ReservedBits,
+	h := wire.LongHeader{Version: wire.Version(v), Type: pt, ClearFixedBit: o.ClearFixed || (rc.ClearQUICBit && space == 1), ReservedBits: o.ReservedBits,
 		DCID: o.DCID, SCID: o.SCID, Token: o.Token, LengthLen: 2, PNLen: o.PNLen}
 	if h.DCID == nil {
 		h.DCID = rc.dcid
@@ -383,7 +387,7 @@ type shortOpts struct {
 // shortPacket builds and protects a 1-RTT packet.
 func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
-	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen}
+	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen}
 	if h.DCID == nil {
 		h.DCID = rc.dcid
 	}
