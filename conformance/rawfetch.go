@@ -92,14 +92,19 @@ type rawRequest struct {
 // connection's application protocol (hq-interop, or h3 with a control
 // stream and a static-table QPACK field section), and returns it.
 func (rc *rawClient) Request(path string) *rawRequest {
-	alpn := rc.alpn[0]
-	if rc.tls != nil {
-		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
-			alpn = st.NegotiatedProtocol
-		}
-	}
 	id := 4 * rc.nextBidi
 	rc.nextBidi++
+	req := rc.prepareRequest(id, path)
+	rc.Send1RTT([]wire.Frame{req.frame}, shortOpts{})
+	return req
+}
+
+// prepareRequest builds the request for path on client bidirectional
+// stream id without sending it (over h3 it opens the control stream
+// first), so that a scenario can split, reorder or delay its bytes. The
+// frame carries the whole request with FIN.
+func (rc *rawClient) prepareRequest(id uint64, path string) *rawRequest {
+	alpn := rc.negotiatedALPN()
 	var body []byte
 	if alpn == h3.ALPNH3 {
 		if !rc.h3Control {
@@ -111,9 +116,21 @@ func (rc *rawClient) Request(path string) *rawRequest {
 	} else {
 		body = []byte("GET " + path + "\r\n")
 	}
-	f := &wire.StreamFrame{StreamID: id, Data: body, Fin: true}
-	rc.Send1RTT([]wire.Frame{f}, shortOpts{})
-	return &rawRequest{id: id, frame: f, alpn: alpn}
+	if n := id/4 + 1; id%4 == 0 && n > rc.nextBidi {
+		rc.nextBidi = n
+	}
+	return &rawRequest{id: id, frame: &wire.StreamFrame{StreamID: id, Data: body, Fin: true}, alpn: alpn}
+}
+
+// negotiatedALPN is the application protocol of the connection.
+func (rc *rawClient) negotiatedALPN() string {
+	alpn := rc.alpn[0]
+	if rc.tls != nil {
+		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
+			alpn = st.NegotiatedProtocol
+		}
+	}
+	return alpn
 }
 
 // rawFieldSection encodes a GET request's field section with QPACK's
