@@ -57,7 +57,7 @@ func init() {
 		Run:          runStreamOverlapDifferent,
 	})
 	Register(&Scenario{
-		ID: "stream-multiplex", Title: "Eight interleaved requests at once", Family: "D", Needs: []string{NeedApp},
+		ID: "stream-multiplex", Title: "Eight interleaved requests at once", Family: "D", Needs: []string{NeedApp}, PassOnly: true,
 		Requirements: []Requirement{rfc9000("2", Descriptive, "Streams can be created by either endpoint, can concurrently send data interleaved with other streams, and can be canceled.")},
 		Run:          runStreamMultiplex,
 	})
