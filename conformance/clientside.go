@@ -762,6 +762,20 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, n
 // CONNECTION_CLOSE: the engine processes those without handing them to
 // OnPacketReceived (HOOKS-NEEDED.md, item 1), and a verdict needs them.
 func (s *testServer) closeFromRaw(at time.Time, d []byte) {
+	s.openRaw(d, func(h wire.Header, space int, pn uint64, payload []byte, frames []wire.Frame) {
+		for _, f := range frames {
+			if _, ok := f.(*wire.ConnectionCloseFrame); ok {
+				s.trace.record(false, at, h.Type, uint32(h.Version), space, pn, h.DCID, h.SCID, int(h.PacketLen), len(d), payload)
+				break
+			}
+		}
+	})
+}
+
+// openRaw decrypts each packet of the client's datagram d it has keys for
+// (Initial keys from the first Destination Connection ID, the others from
+// the key log; 0-RTT aside) and hands it to fn.
+func (s *testServer) openRaw(d []byte, fn func(h wire.Header, space int, pn uint64, payload []byte, frames []wire.Frame)) {
 	for rest := d; len(rest) > 0; {
 		h, err := wire.ParseHeader(rest, 8)
 		if err != nil {
@@ -786,12 +800,7 @@ func (s *testServer) closeFromRaw(at time.Time, d []byte) {
 				continue
 			}
 			frames, _ := decodeFrames(payload)
-			for _, f := range frames {
-				if _, ok := f.(*wire.ConnectionCloseFrame); ok {
-					s.trace.record(false, at, h.Type, uint32(h.Version), space, pn, h.DCID, h.SCID, len(p), len(d), payload)
-					break
-				}
-			}
+			fn(h, space, pn, payload, frames)
 			break
 		}
 	}
