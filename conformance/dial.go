@@ -231,6 +231,10 @@ func (c *connTrace) peerAddr() netip.AddrPort {
 // recordHeaderOnly records a Version Negotiation or Retry packet.
 func (c *connTrace) recordHeaderOnly(at time.Time, b []byte, dgram int) *packet {
 	p := &packet{at: at, conn: c.id, space: -1, datagram: dgram}
+	if len(b) > 0 {
+		// Unprotected in Version Negotiation and Retry packets.
+		p.firstByte = b[0]
+	}
 	p.ev = PacketEvent{Direction: "received", Number: -1, Size: len(b)}
 	if vn, err := wire.ParseVersionNegotiation(b); err == nil && wire.IsLongHeader(b) && len(b) >= 5 && b[1]|b[2]|b[3]|b[4] == 0 {
 		p.ev.PacketType = "version_negotiation"

@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"testing"
+
+	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// Tests of the handshake, version and greasing scenarios of the s3hs set
+// against Quiver's server, well-behaved and deliberately misbehaving.
+
+// rewriteLongHeaders rewrites every long-header packet of a datagram whose
+// type (as version from reads it) is typ: the version field becomes to and
+// the type bits those of typ in version to. Packet protection is left as
+// it was, so a conforming receiver cannot open the packet; the scenarios
+// judge the header.
+func rewriteLongHeaders(b []byte, typ wire.PacketType, from, to uint32) []byte {
+	out := append([]byte(nil), b...)
+	for rest := out; len(rest) > 0 && wire.IsLongHeader(rest); {
+		h, err := wire.ParseHeader(rest, 0)
+		if err != nil {
+			break
+		}
+		if h.Type == typ && uint32(h.Version) == from {
+			bits, _ := wire.LongTypeBits(wire.Version(to), typ)
+			rest[0] = rest[0]&^0x30 | bits<<4
+			binary.BigEndian.PutUint32(rest[1:5], to)
+		}
+		if h.PacketLen <= 0 || h.PacketLen > len(rest) || h.Type == wire.PacketTypeRetry {
+			break
+		}
+		rest = rest[h.PacketLen:]
+	}
+	return out
+}
+
+// TestS3HSVersions runs the version scenarios against Quiver's server:
+// by default it stays on v1 when offered v2 (observed); with Versions
+// [v2, v1] it upgrades and passes, with a Retry too; a server whose
+// Handshake headers say v1 after the switch, or whose
+// transport parameters drop retry_source_connection_id fails.
+func TestS3HSVersions(t *testing.T) {
+	upgrade := func(c *quic.Config) { c.Versions = []uint32{quic.Version2, quic.Version1} }
+	t.Run("default", func(t *testing.T) {
+		addr := startQuiver(t)
+		expectVerdicts(t, "quiver", addr, map[string][]Verdict{
+			"v2-compatible-upgrade":      {Observed},
+			"v2-retry-original-version":  {Unsupported},
+			"vn-chosen-version-mismatch": {Observed},
+			"grease-version-information": {Pass},
+			"grease-vn-unused-bits":      {Observed},
+			"tls-hello-retry-request":    {Observed},
+		})
+	})
+	t.Run("upgrading", func(t *testing.T) {
+		addr := startQuiverWith(t, upgrade)
+		expectVerdicts(t, "quiver-v2-first", addr, map[string][]Verdict{"v2-compatible-upgrade": {Pass}})
+	})
+	t.Run("upgrading-retry", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) { upgrade(c); c.RequireRetry = true })
+		expectVerdicts(t, "quiver-v2-first-retry", addr, map[string][]Verdict{"v2-retry-original-version": {Pass}})
+	})
+	t.Run("handshake-in-v1", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			upgrade(c)
+			c.Probe = &quic.Probe{OnSendDatagram: func(b []byte) [][]byte {
+				return [][]byte{rewriteLongHeaders(b, wire.PacketTypeHandshake, quic.Version2, quic.Version1)}
+			}}
+		})
+		expectVerdicts(t, "quiver-v1-handshake-headers", addr, map[string][]Verdict{"v2-compatible-upgrade": {Fail}})
+	})
+	t.Run("retry-tp-dropped", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			upgrade(c)
+			c.RequireRetry = true
+			c.Probe = &quic.Probe{TransportParameters: func(p *wire.TransportParameters) {
+				p.HasRetrySourceConnectionID, p.RetrySourceConnectionID = false, nil
+			}}
+		})
+		expectVerdicts(t, "quiver-no-retry-scid", addr, map[string][]Verdict{"v2-retry-original-version": {Fail}})
+	})
+	t.Run("hrr", func(t *testing.T) {
+		// Without the P-384 hybrid the server must ask for another key
+		// share.
+		addr := startQuiverWith(t, func(c *quic.Config) {
+			c.TLSConfig.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
+		})
+		expectVerdicts(t, "quiver-no-p384", addr, map[string][]Verdict{"tls-hello-retry-request": {Pass}})
+	})
+}
+
+func TestUnusedBits(t *testing.T) {
+	for _, tc := range []struct{ first, want byte }{{0x80, 0}, {0xc0, 0x40}, {0xff, 0x7f}, {0x8a, 0x0a}} {
+		if got := unusedBits(tc.first); got != tc.want {
+			t.Errorf("unusedBits(0x%02x) = 0x%02x, want 0x%02x", tc.first, got, tc.want)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		if v := greaseVersion(); !wire.IsGrease(v) {
+			t.Fatalf("greaseVersion() = 0x%08x, not of the form 0x?a?a?a?a", uint32(v))
+		}
+	}
+}
+
+// TestFirstRetryVersion shows that v2-retry-original-version reads a Retry
+// in the wrong version from its header: the endpoint writes Retry packets
+// itself, past the probe hooks, so no Quiver server can be made to send
+// one in v2.
+func TestFirstRetryVersion(t *testing.T) {
+	var log longHeaderLog
+	r := wire.Retry{Version: wire.Version(quic.Version2), DCID: randomBytes(8), SCID: randomBytes(8), Token: []byte("token")}
+	b := append(r.AppendWithoutTag(nil), make([]byte, wire.RetryTagLen)...)
+	log.observe(b)
+	got := firstRetry(log.snapshot())
+	if got == nil || got.version != quic.Version2 {
+		t.Fatalf("firstRetry = %+v, want a v2 Retry", got)
+	}
+	if firstRetry(nil) != nil {
+		t.Error("a Retry found in no headers")
+	}
+}
