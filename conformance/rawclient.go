@@ -91,6 +91,11 @@ type rawClient struct {
 	// readPhase and writePhase are the 1-RTT key phases in use; the
 	// client follows the server's key updates.
 	readPhase, writePhase int
+	// Spin runs the client side of the latency spin bit (RFC 9000
+	// §17.4): each 1-RTT packet carries the inverse of the spin value of
+	// the highest-numbered 1-RTT packet received.
+	Spin    bool
+	spinOut bool
 	// sparesGiven is set once the client issued spare connection IDs.
 	sparesGiven bool
 	// FollowRetry makes the client answer a Retry (default true).
@@ -387,7 +392,7 @@ type shortOpts struct {
 // shortPacket builds and protects a 1-RTT packet.
 func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
-	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen}
+	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
 	if h.DCID == nil {
 		h.DCID = rc.dcid
 	}
@@ -424,7 +429,7 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 			rc.t.Errorf("header protection: %v", err)
 		}
 	}
-	m := pktMeta{path: rc.cur}
+	m := pktMeta{path: rc.cur, firstByte: hdr[0]}
 	if o.Path != nil {
 		m.path = *o.Path
 	}
@@ -633,6 +638,9 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 	}
 	meta.firstByte = pkt[0]
 	meta.keyPhase = int(pkt[0]>>2) & 1
+	if rc.Spin && (rc.largest[2] == wire.NoPacketNumber || pn > rc.largest[2]) {
+		rc.spinOut = pkt[0]&0x20 == 0
+	}
 	p := rc.trace.recordMeta(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload, meta)
 	rc.onPacket(2, pn, p)
 }

@@ -260,7 +260,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	info := recvPacketInfo{space: space, pn: pn, typ: h.Type, size: len(pkt), dgramSize: dgramSize, header: &h}
 	if c.probe != nil && c.probe.OnPacketReceived != nil {
 		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload,
-			KeyPhase: h.Type == wire.PacketType1RTT && wire.KeyPhase(pkt[0])})
+			KeyPhase: h.Type == wire.PacketType1RTT && wire.KeyPhase(pkt[0]), FirstByte: pkt[0]})
 	}
 	ackEliciting, ok := c.handleFrames(now, &info, payload)
 	if !ok {

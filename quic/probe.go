@@ -84,7 +84,11 @@ type PacketInfo struct {
 	// received one after header protection is removed, of a sent one as
 	// the engine set it (packets from the probe's own builders aside).
 	KeyPhase bool
-	Payload  []byte
+	// FirstByte is a received packet's first byte after header
+	// protection is removed: packet number length, spin bit, reserved
+	// bits (0 for sent packets).
+	FirstByte byte
+	Payload   []byte
 }
 
 // Packet number spaces for InjectFrames.
