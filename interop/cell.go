@@ -100,8 +100,11 @@ type LinkRecord struct {
 	Seed   uint64 `json:"seed"`
 	// Server is the server's address and Relay the relay's client-facing
 	// one: the server side of the server trace and of the client trace.
-	Server        netip.AddrPort    `json:"server"`
-	Relay         netip.AddrPort    `json:"relay"`
+	Server netip.AddrPort `json:"server"`
+	Relay  netip.AddrPort `json:"relay"`
+	// Alternates are the server's further addresses the link answers for
+	// (a preferred address), as the server and the client see them.
+	Alternates    []netip.AddrPort  `json:"alternates,omitempty"`
 	ToServer      netem.Link        `json:"to_server"`
 	ToClient      netem.Link        `json:"to_client"`
 	Rebind        netem.Rebind      `json:"rebind"`
@@ -449,6 +452,18 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	if !rcfg.Listen.IsValid() {
 		rcfg.Listen = netip.AddrPortFrom(serverAddr.Addr(), 0)
 	}
+	if tc.ServerCase == "connectionmigration" {
+		alts, err := lk.preferredRoutes(cctx, srv, serverAddr)
+		if err != nil {
+			leftFile.Close()
+			rightFile.Close()
+			return fail("setup", err)
+		}
+		for _, a := range alts {
+			lg.printf("server also listens on %s: the link answers for it (preferred address)", a.Server)
+		}
+		rcfg.Alternates = alts
+	}
 	rcfg.Server, rcfg.Rebind, rcfg.Seed, rcfg.Unarmed = serverAddr, tc.Scenario.Rebind, seed, true
 	rcfg.ToServer, rcfg.ToClient = lk.scenarioLinks(tc.Scenario)
 	rcfg.Capture = netem.Tee(lw.Capture, rw.Capture)
@@ -470,6 +485,13 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	relay.Arm()
 	relayAddr := relay.Addr()
 	lg.printf("relay on %s, armed", relayAddr)
+	// The server's addresses as each trace shows them: the relay's
+	// client-facing ones on the client trace, the server's own on the
+	// server trace.
+	clientSide, serverSide := append([]netip.AddrPort{relayAddr}, relay.AlternateAddrs()...), []netip.AddrPort{serverAddr}
+	for _, a := range rcfg.Alternates {
+		serverSide = append(serverSide, a.Server)
+	}
 
 	var urls []string
 	for _, f := range fs {
@@ -504,7 +526,7 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	relay.Stop()
 	ts, tcl := relay.Stats()
 	t0, _ := relay.Epoch()
-	link := &LinkRecord{Name: tc.Scenario.Name, Engine: engine, Seed: seed, Server: serverAddr, Relay: relayAddr, ToServer: rcfg.ToServer, ToClient: rcfg.ToClient,
+	link := &LinkRecord{Name: tc.Scenario.Name, Engine: engine, Seed: seed, Server: serverAddr, Relay: relayAddr, Alternates: serverSide[1:], ToServer: rcfg.ToServer, ToClient: rcfg.ToClient,
 		Rebind: tc.Scenario.Rebind, T0: t0, Rebindings: relay.Rebindings(), StatsToServer: ts, StatsToClient: tcl, CrossTraffic: cross}
 	if lk.ns != nil {
 		link.Namespaces = []string{lk.ns.Client, lk.ns.Router, lk.ns.Server}
@@ -561,9 +583,9 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	}
 
 	cell := &Cell{Test: tc, Files: fs, Downloads: downloads, KeyLog: klValid, Link: link}
-	cell.ClientTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_left.pcap"), merged, relayAddr)
+	cell.ClientTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_left.pcap"), merged, clientSide)
 	if err == nil {
-		cell.ServerTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_right.pcap"), merged, serverAddr)
+		cell.ServerTrace, err = analyzeTrace(filepath.Join(dir, "sim", "trace_node_right.pcap"), merged, serverSide)
 	}
 	if err != nil {
 		lg.printf("analyzer: %v", err)
@@ -672,12 +694,12 @@ func mergeKeyLogs(lg *cellLog, files ...string) (merged []keylog.Entry, valid bo
 	return merged, valid
 }
 
-func analyzeTrace(path string, keys []keylog.Entry, server netip.AddrPort) (*analyze.Trace, error) {
+func analyzeTrace(path string, keys []keylog.Entry, server []netip.AddrPort) (*analyze.Trace, error) {
 	c, err := pcap.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return analyze.Analyze(c, analyze.Options{KeyLog: keys, ServerAddrs: []netip.AddrPort{server}})
+	return analyze.Analyze(c, analyze.Options{KeyLog: keys, ServerAddrs: server})
 }
 
 // probeVN sends the readiness probe of §2.3: a 1,200-byte datagram with a

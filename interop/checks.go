@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quiver-quic/quiver/interop/analyze"
 	"github.com/quiver-quic/quiver/netem"
@@ -634,4 +635,168 @@ func judgeAckFrequency(c *Cell) {
 		ratio = float64(elicit) / float64(acks)
 	}
 	c.add("ack-ratio", Base, ratio >= 5, "%d ack-eliciting server packets per %d client ACKs (ratio %.1f, want 5+)", elicit, acks, ratio)
+}
+
+// judgeConnectionMigration is §5.22: the client moves to the server's
+// preferred address (RFC 9000 §9.6). A path is the full 4-tuple, so the
+// move changes the path even when the client keeps its own address; the
+// checks read the client trace for what the client sent and received and
+// the server trace for the server's own validation.
+func judgeConnectionMigration(c *Cell) {
+	c.basic(1)
+	cl, sv := firstCompleted(c.ClientTrace), firstCompleted(c.ServerTrace)
+	if cl == nil || sv == nil {
+		c.add("preferred-address", Base, false, "no connection on the traces")
+		return
+	}
+	// 1. RFC 9000 §9.6: "A server conveys a preferred address by including
+	// the preferred_address transport parameter in the TLS handshake."
+	prefs := cl.PreferredAddrs()
+	c.add("preferred-address", Base, len(prefs) > 0, "server preferred_address %v", prefs)
+	if len(prefs) == 0 {
+		return
+	}
+	isPref := func(a netip.AddrPort) bool {
+		return slices.Contains(prefs, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	}
+
+	// 2. §9.6.1: "Once the handshake is confirmed, the client SHOULD select
+	// one of the two addresses provided by the server and initiate path
+	// validation"; §9.6.2: "A client that migrates to a preferred address
+	// MUST validate the address it chooses before migrating".
+	var validated *analyze.Path
+	for _, p := range cl.Paths {
+		if isPref(p.Server) && p.ChallengedByClient && p.ClientValidatedFromServer {
+			validated = p
+		}
+	}
+	c.add("client-validated-preferred", Base, validated != nil, "client paths to the preferred address: %s", pathList(cl.Paths, isPref))
+
+	// 3. §9.5: "an endpoint MUST NOT reuse a connection ID when sending to
+	// more than one destination address."
+	toOriginal, toPref := map[string]bool{}, map[string]bool{}
+	var validatedAt time.Time
+	for _, p := range cl.Packets {
+		if p.Dir != analyze.FromClient {
+			if p.Dir == analyze.FromServer && isPref(p.Src) && validatedAt.IsZero() && validated != nil && p.Has(wire.FrameTypePathResponse) {
+				validatedAt = p.Time
+			}
+			continue
+		}
+		if isPref(p.Dst) {
+			toPref[string(p.DCID)] = true
+		} else {
+			toOriginal[string(p.DCID)] = true
+		}
+	}
+	var reused []string
+	for cid := range toPref {
+		if toOriginal[cid] {
+			reused = append(reused, fmt.Sprintf("%x", cid))
+		}
+	}
+	slices.Sort(reused)
+	c.add("new-cid-for-preferred", Base, len(toPref) > 0 && len(reused) == 0, "%d DCIDs towards the preferred address, %d of them also used towards the original: %s",
+		len(toPref), len(reused), orDefault(strings.Join(reused, " "), "none"))
+
+	// 4. §9.6.2: "The server MUST probe on the path toward the client from
+	// its preferred address."
+	var probed *analyze.Path
+	for _, p := range sv.Paths {
+		if isPref(p.Server) && p.ChallengedByServer && p.Validated {
+			probed = p
+		}
+	}
+	c.add("server-validated-from-preferred", Base, probed != nil, "server paths from the preferred address: %s", pathList(sv.Paths, isPref))
+
+	// 5. §9.6.1: "As soon as path validation succeeds, the client SHOULD
+	// begin sending all future packets to the new server address"; the
+	// server then sends its data from there (§9.6.2).
+	clientMoved, serverData := 0, 0
+	for _, p := range cl.Packets {
+		switch {
+		case p.Dir == analyze.FromClient && isPref(p.Dst) && !validatedAt.IsZero() && !p.Time.Before(validatedAt) && nonProbing(p):
+			clientMoved++
+		case p.Dir == analyze.FromServer && isPref(p.Src) && p.Has(wire.FrameTypeStream):
+			serverData++
+		}
+	}
+	c.add("moved-to-preferred", Base, clientMoved > 0 && serverData > 0, "after validation: %d non-probing client packets to the preferred address, %d server packets with STREAM data from it",
+		clientMoved, serverData)
+
+	// Extra, §9.6.2: "The server MUST send non-probing packets from its
+	// original address until it receives a non-probing packet from the
+	// client at its preferred address and until the server has validated
+	// the new path." On the server trace: no STREAM data from the
+	// preferred address before both.
+	if serverData > 0 {
+		var clientNonProbing, serverValidated time.Time
+		challenges := map[string]bool{}
+		for _, p := range sv.Packets {
+			if p.Dir == analyze.FromServer && isPref(p.Src) {
+				for _, f := range p.Frames {
+					if f.Type == wire.FrameTypePathChallenge {
+						challenges[string(f.Data)] = true
+					}
+				}
+			}
+			if p.Dir == analyze.FromClient && isPref(p.Dst) {
+				if clientNonProbing.IsZero() && nonProbing(p) {
+					clientNonProbing = p.Time
+				}
+				for _, f := range p.Frames {
+					if f.Type == wire.FrameTypePathResponse && challenges[string(f.Data)] && serverValidated.IsZero() {
+						serverValidated = p.Time
+					}
+				}
+			}
+		}
+		var early int
+		for _, p := range sv.Packets {
+			if p.Dir == analyze.FromServer && isPref(p.Src) && p.Has(wire.FrameTypeStream) &&
+				(clientNonProbing.IsZero() || serverValidated.IsZero() || p.Time.Before(clientNonProbing) || p.Time.Before(serverValidated)) {
+				early++
+			}
+		}
+		c.add("server-moved-after-validation", Extra, early == 0, "%d server STREAM packets from the preferred address before the client's first non-probing packet there (%s) and the server's validation (%s)",
+			early, stamp(clientNonProbing, sv.First), stamp(serverValidated, sv.First))
+	}
+
+	// Compat: the established runner derives paths from the client's
+	// side and so needs the client's own address to change, which RFC
+	// 9000 does not ask of a client moving to a preferred address.
+	srcs := map[netip.AddrPort]bool{}
+	for _, p := range cl.Packets {
+		if p.Dir == analyze.FromClient && p.Type == wire.PacketType1RTT {
+			srcs[p.Src] = true
+		}
+	}
+	c.add("client-address-changed-compat", Compat, len(srcs) > 1, "%d client addresses on the client trace", len(srcs))
+}
+
+// nonProbing reports whether a decrypted packet carries a frame other than
+// PATH_CHALLENGE, PATH_RESPONSE, NEW_CONNECTION_ID and PADDING (RFC 9000
+// §9.1).
+func nonProbing(p *analyze.Packet) bool {
+	return p.Decrypted && slices.ContainsFunc(p.Frames, func(f analyze.Frame) bool { return !f.Type.Probing() })
+}
+
+// pathList describes the paths whose server address passes keep.
+func pathList(ps []*analyze.Path, keep func(netip.AddrPort) bool) string {
+	var out []string
+	for _, p := range ps {
+		if keep(p.Server) {
+			out = append(out, fmt.Sprintf("%s→%s (client challenged %v, answered from there %v; server challenged %v, answered %v)",
+				p.Client, p.Server, p.ChallengedByClient, p.ClientValidatedFromServer, p.ChallengedByServer, p.Validated))
+		}
+	}
+	return orDefault(strings.Join(out, "; "), "none")
+}
+
+// stamp is t as an offset from base, or "never".
+func stamp(t, base time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Sub(base).Round(time.Millisecond).String()
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/quiver-quic/quiver/netem"
+	"github.com/quiver-quic/quiver/peers"
 )
 
 // Link engines (interop-and-benchmarks.md §3.5).
@@ -116,11 +118,75 @@ func setupLink(ctx context.Context, engine string, tc *TestCase) (*cellLink, err
 	l := &cellLink{
 		engine: engine, ns: n,
 		serverListen: netip.AddrPortFrom(netem.NSServerAddr, nsPort).String(),
-		serverNS:     n.Server, clientNS: n.Client, urlHost: "server4",
+		serverNS:     n.Server, clientNS: n.Client, urlHost: urlHost(tc),
 		relay: netem.RelayConfig{Listen: relayAddr, UpstreamAddr: netem.NSRouterS,
 			ListenUDP: n.ListenUDP(n.Router), RebindPool: netem.NSRebindPool},
 	}
 	return l, nil
+}
+
+// urlHost is the host name of a test case's URLs in namespace mode
+// (§2.5): server46 for connectionmigration, server4 otherwise.
+func urlHost(tc *TestCase) string {
+	if tc.ServerCase == "connectionmigration" {
+		return "server46"
+	}
+	return "server4"
+}
+
+// preferredWait bounds the wait for a connectionmigration server's
+// further sockets, which it may open just after its main one.
+const preferredWait = 2 * time.Second
+
+// preferredRoutes finds the UDP sockets a connectionmigration server holds
+// besides the one at addr (its preferred address, RFC 9000 §9.6) and
+// returns a relay alternate for each: the router takes in what the client
+// sends to that address (Namespaces.Intercept) and the relay answers for
+// it, so that the client reaches the preferred address through the link,
+// as it would through the established runner's simulator. An address the
+// server bound as unspecified stands for the server's own.
+func (l *cellLink) preferredRoutes(ctx context.Context, srv *peers.Process, addr netip.AddrPort) ([]netem.RelayAlternate, error) {
+	if l.ns == nil {
+		return nil, nil
+	}
+	deadline := time.Now().Add(preferredWait)
+	var extra []netip.AddrPort
+	for {
+		extra = extra[:0]
+		for _, a := range srv.BoundUDP() {
+			if a.Port() == addr.Port() {
+				continue
+			}
+			if a.Addr().IsUnspecified() {
+				a = netip.AddrPortFrom(addr.Addr(), a.Port())
+			}
+			if a.Addr().Is4() && !slices.Contains(extra, a) {
+				extra = append(extra, a)
+			}
+		}
+		if len(extra) > 0 || time.Now().After(deadline) {
+			break
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	var out []netem.RelayAlternate
+	var intercepted []netip.Addr
+	for _, a := range extra {
+		if !slices.Contains(intercepted, a.Addr()) {
+			if err := l.ns.Intercept(ctx, a.Addr()); err != nil {
+				return nil, err
+			}
+			intercepted = append(intercepted, a.Addr())
+		}
+		out = append(out, netem.RelayAlternate{Listen: a, Server: a, ListenUDP: l.ns.ListenUDPTransparent(l.ns.Router)})
+	}
+	return out, nil
 }
 
 // scenarioLinks returns the relay's two directions: the scenario's, but

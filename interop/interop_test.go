@@ -135,3 +135,31 @@ func TestCellNamespaces(t *testing.T) {
 		t.Errorf("TCP at %.2f Mbit/s through a 10 Mbit/s bottleneck", m.Cross.Mbps)
 	}
 }
+
+// TestCellConnectionMigration runs connectionmigration in namespaces: the
+// Quiver server offers its own address on a second port, the router takes
+// what the client sends there into the relay (so it crosses the link and
+// shows in both traces), and the Quiver client moves there. The quic-go
+// client (v0.65.0) ignores preferred_address, RFC 9000 §9.6.1's SHOULD, so
+// its cell must fail on the client's checks.
+func TestCellConnectionMigration(t *testing.T) {
+	needNamespaces(t)
+	server := impl(t, "quiver")
+	for _, x := range []struct {
+		client, want, failed string
+	}{
+		{"quiver", Succeeded, ""},
+		{"quic-go", FailedRes, "client-validated-preferred"},
+	} {
+		r := &Runner{Dir: t.TempDir(), Seed: 5}
+		res := r.RunCell(t.Context(), server, impl(t, x.client), testCase(t, "connectionmigration"))
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if res.Result != x.want || !strings.Contains(res.Detail, x.failed) {
+			t.Errorf("quiver ← %s: %s (%s), want %s with %q\n%s", x.client, res.Result, res.Detail, x.want, x.failed, b)
+			continue
+		}
+		if res.Scenario == nil || len(res.Scenario.Alternates) != 1 || res.Scenario.Alternates[0].Addr() != netem.NSServerAddr {
+			t.Errorf("quiver ← %s: link record %+v, want one alternate on the server's address", x.client, res.Scenario)
+		}
+	}
+}

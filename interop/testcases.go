@@ -158,7 +158,7 @@ func Catalogue() []*TestCase {
 		{Name: "rebind-addr", Abbr: "BA", Desc: "Transfer completes under frequent IP address and port rebindings on the client side.", ServerCase: "transfer", ClientCase: "transfer",
 			Files: files(1, 10*mib, "rebind-addr-10MiB"), Scenario: rebindAddr, KeyLog: true, Judge: judgeRebind},
 		{Name: "connectionmigration", Abbr: "CM", Desc: "Client uses server's preferred address.", ServerCase: "connectionmigration", ClientCase: "transfer",
-			Files: files(1, 2*mib, "migration-2MiB"), Scenario: def, KeyLog: true,
+			Files: files(1, 2*mib, "migration-2MiB"), Scenario: def, KeyLog: true, Judge: judgeConnectionMigration,
 			NeedsNamespaces: "the proxy engine cannot route the client to the server's preferred address (§3.5)"},
 		{Name: "versionnegotiation", Abbr: "V", Desc: "Client greases the version; the server answers with Version Negotiation and the client completes a v1 connection.",
 			ServerCase: "versionnegotiation", ClientCase: "versionnegotiation", Files: files(1, kib, "vn-1KiB"), Scenario: def, Judge: judgeVersionNegotiation},

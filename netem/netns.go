@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -295,6 +296,57 @@ func (n *Namespaces) ListenUDP(ns string) func(network string, laddr *net.UDPAdd
 	return func(network string, laddr *net.UDPAddr) (c *net.UDPConn, err error) {
 		derr := n.Do(ns, func() error {
 			c, err = net.ListenUDP(network, laddr)
+			return nil
+		})
+		return c, errors.Join(derr, err)
+	}
+}
+
+// interceptTable is the routing table in which the router holds the
+// addresses it intercepts (Intercept).
+const interceptTable = "44"
+
+// Intercept makes the router take in, rather than forward, the packets
+// that the client's side sends to addr: a policy rule looks up what
+// arrives on the router's veth from the client, for addr, in a table where
+// addr is local. A relay socket bound to addr with ListenUDPTransparent
+// then answers for it, while the router's own packets to addr still go
+// out to the server. This keeps the link in the path when a client sends
+// to the server's real address, as it does to a preferred address (RFC
+// 9000 §9.6).
+func (n *Namespaces) Intercept(ctx context.Context, addr netip.Addr) error {
+	if !addr.Is4() {
+		return fmt.Errorf("netem: intercept %s: the namespaces are IPv4 only", addr)
+	}
+	pfx := addr.String() + "/32"
+	if err := ipCmd(ctx, "ip", "-n", n.Router, "route", "add", "local", pfx, "dev", "lo", "table", interceptTable); err != nil {
+		return err
+	}
+	return ipCmd(ctx, "ip", "-n", n.Router, "rule", "add", "iif", n.RouterToClient, "to", pfx, "lookup", interceptTable, "pref", "100")
+}
+
+// ListenUDPTransparent is ListenUDP for a socket that may bind, and send
+// from, an address that is not the namespace's own (IP_TRANSPARENT), such
+// as one Intercept hands to the router.
+func (n *Namespaces) ListenUDPTransparent(ns string) func(network string, laddr *net.UDPAddr) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(network, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			if strings.HasSuffix(network, "6") {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_TRANSPARENT, 1)
+				return
+			}
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+		})
+		return errors.Join(err, serr)
+	}}
+	return func(network string, laddr *net.UDPAddr) (c *net.UDPConn, err error) {
+		derr := n.Do(ns, func() error {
+			var pc net.PacketConn
+			pc, err = lc.ListenPacket(context.Background(), network, laddr.String())
+			if err == nil {
+				c = pc.(*net.UDPConn)
+			}
 			return nil
 		})
 		return c, errors.Join(derr, err)

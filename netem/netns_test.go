@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +301,59 @@ func TestNamespacesDelayTCP(t *testing.T) {
 	}
 	if carried == 0 {
 		t.Error("the delay line carried nothing")
+	}
+}
+
+// TestNamespacesIntercept has the client send to the server's own address
+// on a second port, as it does to a preferred address: the router takes
+// the datagram in, a transparent relay socket answers for that address,
+// and the relay still reaches the server there.
+func TestNamespacesIntercept(t *testing.T) {
+	n := setupNamespaces(t, NamespaceConfig{})
+	pref := netip.AddrPortFrom(NSServerAddr, 444)
+	for _, p := range []uint16{443, pref.Port()} {
+		srv := listenIn(t, n, n.Server, netip.AddrPortFrom(NSServerAddr, p))
+		go func() { // echo, naming the port it answers on
+			buf := make([]byte, 2048)
+			for {
+				k, from, err := srv.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					return
+				}
+				srv.WriteToUDPAddrPort(append([]byte(strconv.Itoa(int(p))+"|"), buf[:k]...), from)
+			}
+		}()
+	}
+	if err := n.Intercept(t.Context(), pref.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(RelayConfig{Listen: netip.AddrPortFrom(NSRouterC, 443), Server: netip.AddrPortFrom(NSServerAddr, 443),
+		UpstreamAddr: NSRouterS, ListenUDP: n.ListenUDP(n.Router),
+		Alternates: []RelayAlternate{{Listen: pref, Server: pref, ListenUDP: n.ListenUDPTransparent(n.Router)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	c := listenIn(t, n, n.Client, netip.AddrPortFrom(NSClientAddr, 0))
+	buf := make([]byte, 2048)
+	for _, to := range []netip.AddrPort{r.Addr(), pref} {
+		if _, err := c.WriteToUDPAddrPort([]byte("ping"), to); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("to %v: %v", to, err)
+		}
+		if want := strconv.Itoa(int(to.Port())) + "|ping"; string(buf[:k]) != want || from != to {
+			t.Errorf("to %v: got %q from %v, want %q", to, buf[:k], from, want)
+		}
+	}
+	ts, _ := r.Stats()
+	if ts.Delivered != 2 {
+		t.Errorf("relay delivered %d datagrams to the server, want 2 (both through the link)", ts.Delivered)
 	}
 }

@@ -52,6 +52,25 @@ type RelayConfig struct {
 	// SocketBuffer is the receive and send buffer asked for each socket;
 	// 0 means 4 MiB (more than rmem_max needs root, which it then uses).
 	SocketBuffer int
+	// Alternates are further server addresses the relay stands for, such
+	// as a server's preferred address (RFC 9000 §9.6): what a client sends
+	// to an alternate's Listen goes to its Server through the same link and
+	// from the same server-facing socket as the client's other datagrams,
+	// and what that server address sends back comes to the client from
+	// Listen.
+	Alternates []RelayAlternate
+}
+
+// A RelayAlternate is one further server address of a Relay.
+type RelayAlternate struct {
+	// Listen is the client-facing address; port 0 picks a free port.
+	Listen netip.AddrPort
+	// Server is where the datagrams sent to Listen go.
+	Server netip.AddrPort
+	// ListenUDP, if set, opens the client-facing socket instead of
+	// RelayConfig.ListenUDP: Namespaces.ListenUDPTransparent lets a relay
+	// in a router answer on an address that is not its own.
+	ListenUDP func(network string, laddr *net.UDPAddr) (*net.UDPConn, error)
 }
 
 // A Relay is a UDP relay between processes that applies a Link in each
@@ -72,11 +91,11 @@ type RelayConfig struct {
 // by it, with the relay's addresses. Events are stamped under the relay's
 // lock with a clock that never goes back, so a trace is in time order.
 type Relay struct {
-	cfg        RelayConfig
-	down       *batchConn
-	addr       netip.AddrPort
-	serverAddr *net.UDPAddr
-	pool       bufPool
+	cfg  RelayConfig
+	pool bufPool
+	// fronts are the client-facing sockets: the main one first, then one
+	// per alternate. Set by Start.
+	fronts []*relayFront
 
 	mu        sync.Mutex
 	running   bool
@@ -113,6 +132,15 @@ type relayDirection struct {
 	fast bool
 	// w gathers the timer's deliveries; only the timer uses it.
 	w writeBatch
+}
+
+// A relayFront is a client-facing socket and the server address it stands
+// for.
+type relayFront struct {
+	conn     *batchConn
+	addr     netip.AddrPort // as the client sees it
+	server   netip.AddrPort
+	serverUA *net.UDPAddr
 }
 
 type relaySession struct {
@@ -172,13 +200,18 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.SocketBuffer <= 0 {
 		cfg.SocketBuffer = defaultSocketBuffer
 	}
+	for i, a := range cfg.Alternates {
+		if !a.Listen.Addr().IsValid() || !a.Server.IsValid() {
+			return nil, fmt.Errorf("netem: relay alternate %d needs a Listen address and a Server", i)
+		}
+		cfg.Alternates[i].Listen, cfg.Alternates[i].Server = canon(a.Listen), canon(a.Server)
+	}
 	r := &Relay{
-		cfg:        cfg,
-		armed:      !cfg.Unarmed,
-		sessions:   make(map[netip.AddrPort]*relaySession),
-		rng:        rand.New(rand.NewPCG(cfg.Seed, 2)),
-		done:       make(chan struct{}),
-		serverAddr: net.UDPAddrFromAddrPort(cfg.Server),
+		cfg:      cfg,
+		armed:    !cfg.Unarmed,
+		sessions: make(map[netip.AddrPort]*relaySession),
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 2)),
+		done:     make(chan struct{}),
 	}
 	for i, l := range []Link{cfg.ToServer, cfg.ToClient} {
 		// Each direction draws from its own stream of the run's seed.
@@ -219,15 +252,28 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.running || r.closed {
 		return errors.New("netem: relay already started")
 	}
-	c, err := listenBatch(r.cfg.ListenUDP, r.cfg.Listen, r.cfg.SocketBuffer)
-	if err != nil {
-		return err
+	alts := append([]RelayAlternate{{Listen: r.cfg.Listen, Server: r.cfg.Server}}, r.cfg.Alternates...)
+	for _, a := range alts {
+		listen := a.ListenUDP
+		if listen == nil {
+			listen = r.cfg.ListenUDP
+		}
+		c, err := listenBatch(listen, a.Listen, r.cfg.SocketBuffer)
+		if err != nil {
+			for _, f := range r.fronts {
+				f.conn.c.Close()
+			}
+			r.fronts = nil
+			return err
+		}
+		r.fronts = append(r.fronts, &relayFront{conn: c, addr: canon(c.c.LocalAddr().(*net.UDPAddr).AddrPort()),
+			server: a.Server, serverUA: net.UDPAddrFromAddrPort(a.Server)})
 	}
-	r.down = c
-	r.addr = canon(c.c.LocalAddr().(*net.UDPAddr).AddrPort())
 	r.running = true
-	r.readers.Add(1)
-	go r.readClients()
+	for _, f := range r.fronts {
+		r.readers.Add(1)
+		go r.readClients(f)
+	}
 	r.stopCtx = context.AfterFunc(ctx, func() { r.Stop() })
 	return nil
 }
@@ -236,7 +282,22 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) Addr() netip.AddrPort {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.addr
+	if len(r.fronts) == 0 {
+		return netip.AddrPort{}
+	}
+	return r.fronts[0].addr
+}
+
+// AlternateAddrs returns the client-facing address of each alternate, in
+// the order of RelayConfig.Alternates, once started.
+func (r *Relay) AlternateAddrs() []netip.AddrPort {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []netip.AddrPort
+	for _, f := range r.fronts[min(1, len(r.fronts)):] {
+		out = append(out, f.addr)
+	}
+	return out
 }
 
 // Arm starts impairment and capture; t0 is the next client datagram.
@@ -314,7 +375,11 @@ func (r *Relay) Stop() error {
 	}
 	r.closed = true
 	running := r.running
-	socks := append([]*batchConn{r.down}, r.upSockets...)
+	var socks []*batchConn
+	for _, f := range r.fronts {
+		socks = append(socks, f.conn)
+	}
+	socks = append(socks, r.upSockets...)
 	if r.stopCtx != nil {
 		r.stopCtx()
 	}
@@ -389,9 +454,9 @@ func (r *Relay) readLoop(conn *batchConn, d *relayDirection, handle func(rb *rea
 	}
 }
 
-// readClients reads the client-facing socket.
-func (r *Relay) readClients() {
-	r.readLoop(r.down, r.dirs[0], func(rb *readBatch, n int, w *writeBatch) {
+// readClients reads a client-facing socket.
+func (r *Relay) readClients(f *relayFront) {
+	r.readLoop(f.conn, r.dirs[0], func(rb *readBatch, n int, w *writeBatch) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.closed {
@@ -404,7 +469,7 @@ func (r *Relay) readClients() {
 			// writer joins them again where the link keeps them
 			// together.
 			for off := 0; off < len(p); off += size {
-				r.fromClient(now, from, p[off:min(off+size, len(p))], ecn, w)
+				r.fromClient(now, f, from, p[off:min(off+size, len(p))], ecn, w)
 			}
 		}
 	})
@@ -412,7 +477,7 @@ func (r *Relay) readClients() {
 
 // fromClient relays one client datagram. r.mu is held; p is the reader's
 // buffer, valid until w is flushed.
-func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte, ecn uint8, w *writeBatch) {
+func (r *Relay) fromClient(now time.Time, f *relayFront, client netip.AddrPort, p []byte, ecn uint8, w *writeBatch) {
 	if r.armed && !r.hasT0 {
 		r.t0, r.hasT0 = now, true
 		r.dirs[0].imp.SetEpoch(now)
@@ -434,11 +499,11 @@ func (r *Relay) fromClient(now time.Time, client netip.AddrPort, p []byte, ecn u
 	}
 	sock := s.up
 	if !r.armed {
-		w.out = append(w.out, outgoing{conn: sock.conn, dst: r.serverAddr, payload: p, ecn: ecn})
+		w.out = append(w.out, outgoing{conn: sock.conn, dst: f.serverUA, payload: p, ecn: ecn})
 		return
 	}
-	r.impair(now, r.dirs[0], p, ecn, w, relayDelivery{conn: sock.conn, src: sock.addr, dst: r.cfg.Server, dstUA: r.serverAddr},
-		Event{Time: now, Kind: Sent, Dir: ToServer, Src: client, Dst: r.addr, Payload: p, ECN: ecn})
+	r.impair(now, r.dirs[0], p, ecn, w, relayDelivery{conn: sock.conn, src: sock.addr, dst: f.server, dstUA: f.serverUA},
+		Event{Time: now, Kind: Sent, Dir: ToServer, Src: client, Dst: f.addr, Payload: p, ECN: ecn})
 }
 
 // impair runs one datagram through a direction's link: it is captured as
@@ -523,26 +588,39 @@ func (r *Relay) readServer(sock *relaySocket) {
 		now := r.stamp()
 		for i := range n {
 			p, from, ecn, size := rb.segments(i)
-			if from != r.cfg.Server {
+			f := r.front(from)
+			if f == nil {
 				continue // not the server: a NAT would not let it in
 			}
 			for off := 0; off < len(p); off += size {
-				r.fromServer(now, sock, p[off:min(off+size, len(p))], ecn, w)
+				r.fromServer(now, sock, f, p[off:min(off+size, len(p))], ecn, w)
 			}
 		}
 	})
 }
 
-// fromServer relays one server datagram. r.mu is held.
-func (r *Relay) fromServer(now time.Time, sock *relaySocket, p []byte, ecn uint8, w *writeBatch) {
+// front returns the client-facing socket that stands for server address
+// from, or nil when from is none of the server's.
+func (r *Relay) front(from netip.AddrPort) *relayFront {
+	for _, f := range r.fronts {
+		if f.server == from {
+			return f
+		}
+	}
+	return nil
+}
+
+// fromServer relays one server datagram, which came from the server
+// address that f stands for. r.mu is held.
+func (r *Relay) fromServer(now time.Time, sock *relaySocket, f *relayFront, p []byte, ecn uint8, w *writeBatch) {
 	s := sock.s
 	if !r.armed || !r.hasT0 {
-		w.out = append(w.out, outgoing{conn: r.down, dst: s.clientUA, payload: p, ecn: ecn})
+		w.out = append(w.out, outgoing{conn: f.conn, dst: s.clientUA, payload: p, ecn: ecn})
 		return
 	}
 	d := r.dirs[1]
-	x := relayDelivery{conn: r.down, sock: sock, src: r.addr, dst: s.client, dstUA: s.clientUA}
-	sent := Event{Time: now, Kind: Sent, Dir: ToClient, Src: r.cfg.Server, Dst: sock.addr, Payload: p, ECN: ecn}
+	x := relayDelivery{conn: f.conn, sock: sock, src: f.addr, dst: s.client, dstUA: s.clientUA}
+	sent := Event{Time: now, Kind: Sent, Dir: ToClient, Src: f.server, Dst: sock.addr, Payload: p, ECN: ecn}
 	if sock.gen < r.generation(now) && d.fast && d.q.len() == 0 {
 		// A datagram to a retired mapping that would be delivered now
 		// meets the NAT now.

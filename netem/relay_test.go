@@ -505,3 +505,63 @@ func TestRelayDrain(t *testing.T) {
 		t.Error("Drain accepts direction 0")
 	}
 }
+
+// TestRelayAlternate relays to two server addresses: what the client sends
+// to the alternate's address reaches the second server, from the same
+// server-facing socket as its datagrams to the first (the client has one
+// address), and the answers come back from the address it sent to; the
+// capture names the alternate's addresses on both sides.
+func TestRelayAlternate(t *testing.T) {
+	main, alt := startEcho(t), startEcho(t)
+	var mu sync.Mutex
+	var events []Event
+	r := startRelay(t, RelayConfig{Server: main.addr, Alternates: []RelayAlternate{{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Server: alt.addr}},
+		Capture: func(e Event) {
+			mu.Lock()
+			e.Payload = nil
+			events = append(events, e)
+			mu.Unlock()
+		}})
+	alts := r.AlternateAddrs()
+	if len(alts) != 1 || alts[0] == r.Addr() {
+		t.Fatalf("alternate addresses %v (main %v)", alts, r.Addr())
+	}
+	c := dialRelay(t, r)
+	buf := make([]byte, 100)
+	for _, to := range []netip.AddrPort{r.Addr(), alts[0], r.Addr()} {
+		if _, err := c.WriteToUDPAddrPort([]byte("x"), to); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("to %v: %v", to, err)
+		}
+		if from != to {
+			t.Errorf("sent to %v, answered from %v", to, from)
+		}
+	}
+	ms, as := main.seen(), alt.seen()
+	if len(ms) != 1 || len(as) != 1 || ms[0] != as[0] {
+		t.Errorf("the servers saw the client as %v and %v, want one and the same address", ms, as)
+	}
+	r.Stop()
+	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	want := []Event{
+		{Kind: Sent, Dir: ToServer, Src: client, Dst: alts[0]},
+		{Kind: Delivered, Dir: ToServer, Src: as[0], Dst: alt.addr},
+		{Kind: Sent, Dir: ToClient, Src: alt.addr, Dst: as[0]},
+		{Kind: Delivered, Dir: ToClient, Src: alts[0], Dst: client},
+	}
+	got := 0
+	for _, e := range events {
+		for _, w := range want {
+			if e.Kind == w.Kind && e.Dir == w.Dir && e.Src == w.Src && e.Dst == w.Dst {
+				got++
+			}
+		}
+	}
+	if got != len(want) {
+		t.Errorf("%d of the alternate's %d events captured with its addresses: %+v", got, len(want), events)
+	}
+}

@@ -148,7 +148,7 @@ var (
 	// Kept in step with interop/endpoint's ServerCases and ClientCases
 	// (a test there checks it; peers does not import the engine).
 	quiverServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration"}
 	quiverClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
 		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 )
@@ -162,8 +162,7 @@ var manifest = []Impl{
 		Versions: []string{"v1", "v2"},
 		// The endpoint of interop/endpoint (`quiver interop endpoint`),
 		// which follows the runner's contract; its lists say what the
-		// engine can do today (no resumption, 0-RTT, ECN, preferred
-		// address, ACK_FREQUENCY or compatible version negotiation yet).
+		// engine's file server can do today (no ACK_FREQUENCY knob yet).
 		ServerCases: quiverServerCases,
 		ClientCases: quiverClientCases,
 		Server:      adapterServer("quiver", "interop", "endpoint"),

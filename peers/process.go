@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -501,4 +502,12 @@ func (p *Process) waitBound(ctx context.Context, port int, timeout time.Duration
 		case <-tick.C:
 		}
 	}
+}
+
+// BoundUDP returns the local addresses of the UDP sockets the process (or
+// its group) holds, in its network namespace: besides the server's port,
+// e.g. the socket of a preferred address (RFC 9000 §9.6) that a runner
+// must route to the server.
+func (p *Process) BoundUDP() []netip.AddrPort {
+	return udpBound(p.cmd.Process.Pid)
 }

@@ -2,8 +2,11 @@ package peers
 
 import (
 	"bufio"
+	"encoding/hex"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,11 +20,40 @@ import (
 // started in its own namespace (namespace mode, §3.1) binds its port
 // there, not in the runner's.
 func udpBoundBy(pid, port int) bool {
-	inodes := udpInodes(pid, port)
-	if len(inodes) == 0 {
-		return false
+	inodes := map[string]bool{}
+	for inode, a := range udpSockets(pid) {
+		if int(a.Port()) == port {
+			inodes[inode] = true
+		}
 	}
-	if ownsSocket(pid, inodes) {
+	return len(inodes) > 0 && groupOwns(pid, inodes, func(string) bool { return true })
+}
+
+// udpBound returns the local addresses of every UDP socket that process
+// pid, or a process of the group it leads, holds, in pid's network
+// namespace, sorted.
+func udpBound(pid int) []netip.AddrPort {
+	socks := udpSockets(pid)
+	inodes := map[string]bool{}
+	for inode := range socks {
+		inodes[inode] = true
+	}
+	var out []netip.AddrPort
+	groupOwns(pid, inodes, func(inode string) bool {
+		if a := socks[inode]; !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+		return false // all of them
+	})
+	slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return out
+}
+
+// groupOwns calls found for each of inodes that pid, or a process of the
+// group it leads, has a file descriptor on, until found returns true; it
+// reports whether one did.
+func groupOwns(pid int, inodes map[string]bool, found func(inode string) bool) bool {
+	if ownsSocket(pid, inodes, found) {
 		return true
 	}
 	// Adapters that start the real server as a child: look at the group.
@@ -34,18 +66,17 @@ func udpBoundBy(pid, port int) bool {
 		if err != nil || other == pid || processGroup(other) != pid {
 			continue
 		}
-		if ownsSocket(other, inodes) {
+		if ownsSocket(other, inodes, found) {
 			return true
 		}
 	}
 	return false
 }
 
-// udpInodes returns the socket inodes of UDP sockets bound to port in the
-// network namespace of process pid.
-func udpInodes(pid, port int) map[string]bool {
-	inodes := map[string]bool{}
-	want := strings.ToUpper(strconv.FormatInt(int64(port), 16))
+// udpSockets returns the local address of each UDP socket in the network
+// namespace of process pid, by socket inode.
+func udpSockets(pid int) map[string]netip.AddrPort {
+	socks := map[string]netip.AddrPort{}
 	for _, table := range []string{"udp", "udp6"} {
 		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", table))
 		if err != nil {
@@ -59,18 +90,38 @@ func udpInodes(pid, port int) map[string]bool {
 			if len(fields) < 10 {
 				continue
 			}
-			_, hexPort, ok := strings.Cut(fields[1], ":")
-			if ok && strings.TrimLeft(hexPort, "0") == want {
-				inodes[fields[9]] = true
+			if a, ok := parseProcAddr(fields[1]); ok {
+				socks[fields[9]] = a
 			}
 		}
 		f.Close()
 	}
-	return inodes
+	return socks
 }
 
-// ownsSocket reports whether pid has a file descriptor on one of inodes.
-func ownsSocket(pid int, inodes map[string]bool) bool {
+// parseProcAddr reads an address of /proc/net/udp{,6}: the IP address in
+// hex, as 32-bit words in the host's (little-endian) order, a colon and
+// the port in hex.
+func parseProcAddr(s string) (netip.AddrPort, bool) {
+	hexIP, hexPort, ok := strings.Cut(s, ":")
+	port, err := strconv.ParseUint(hexPort, 16, 16)
+	if !ok || err != nil || (len(hexIP) != 8 && len(hexIP) != 32) {
+		return netip.AddrPort{}, false
+	}
+	raw, err := hex.DecodeString(hexIP)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	for w := 0; w+4 <= len(raw); w += 4 {
+		raw[w], raw[w+1], raw[w+2], raw[w+3] = raw[w+3], raw[w+2], raw[w+1], raw[w]
+	}
+	a, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(a.Unmap(), uint16(port)), true
+}
+
+// ownsSocket calls found for each of inodes that pid has a file
+// descriptor on, until found returns true; it reports whether one did.
+func ownsSocket(pid int, inodes map[string]bool, found func(inode string) bool) bool {
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 	fds, err := os.ReadDir(dir)
 	if err != nil {
@@ -81,7 +132,7 @@ func ownsSocket(pid int, inodes map[string]bool) bool {
 		if err != nil {
 			continue
 		}
-		if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] && found(strings.TrimSuffix(inode, "]")) {
 			return true
 		}
 	}

@@ -2,8 +2,10 @@ package peers
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,7 +56,35 @@ func TestUDPBoundByInNamespace(t *testing.T) {
 	if !udpBoundBy(cmd.Process.Pid, port) {
 		t.Errorf("port %d bound in the server's namespace not seen", port)
 	}
-	if len(udpInodes(os.Getpid(), port)) != 0 {
-		t.Skipf("port %d happens to be bound in the runner's namespace too", port)
+	want := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+	if got := udpBound(cmd.Process.Pid); !slices.Equal(got, []netip.AddrPort{want}) {
+		t.Errorf("udpBound = %v, want [%v]", got, want)
+	}
+	for _, a := range udpSockets(os.Getpid()) {
+		if int(a.Port()) == port {
+			t.Skipf("port %d happens to be bound in the runner's namespace too", port)
+		}
+	}
+}
+
+// TestParseProcAddr reads addresses as /proc/net/udp and udp6 print them on
+// a little-endian host.
+func TestParseProcAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"0100007F:1F90":                         "127.0.0.1:8080",
+		"6464126C:01BB":                         "108.18.100.100:443",
+		"00000000:0000":                         "0.0.0.0:0",
+		"00000000000000000000000001000000:0050": "[::1]:80",
+		"0000000000000000FFFF00000100007F:01BC": "127.0.0.1:444",
+	} {
+		got, ok := parseProcAddr(in)
+		if !ok || got.String() != want {
+			t.Errorf("parseProcAddr(%q) = %v, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "0100007F", "0100007F:", "0100007:1F90", "ZZ00007F:1F90", "0100007F:10000"} {
+		if _, ok := parseProcAddr(bad); ok {
+			t.Errorf("parseProcAddr(%q) accepted", bad)
+		}
 	}
 }

@@ -1043,6 +1043,13 @@ func (a *analyzer) tlsMessages(c *Conn, space int, dir Direction) {
 		case typ == tlsEncryptedExtensions && dir == FromServer:
 			if ee, ok := parseEncryptedExtensions(body); ok {
 				c.EncryptedExtensions = ee
+				if tp := ee.TransportParameters; tp != nil && tp.HasPreferredAddress && len(tp.PreferredAddress.ConnectionID) > 0 {
+					// The connection ID of sequence 1 comes in the
+					// preferred_address, not in NEW_CONNECTION_ID (RFC 9000
+					// §5.1.1): the client's packets to the preferred
+					// address carry it.
+					a.addCID(c, true, tp.PreferredAddress.ConnectionID)
+				}
 			}
 		case (typ == tlsCertificate || typ == tlsCompressedCert) && dir == FromServer:
 			c.ServerCertificate = true
@@ -1149,6 +1156,9 @@ func (a *analyzer) account(c *Conn, dir Direction, p *pcap.Packet, k *packetKind
 		for _, d := range k.pathResponses {
 			if pp := st.clientChall[d]; pp != nil {
 				pp.ClientValidated = true
+				if p.Src == pp.Server {
+					pp.ClientValidatedFromServer = true
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"net/netip"
@@ -266,5 +267,39 @@ func testPathValidation(t *testing.T, ccid int) {
 	}
 	if cn.ServerChallenges != 1 || cn.UnansweredChallenges != 0 {
 		t.Errorf("challenges %d unanswered %d", cn.ServerChallenges, cn.UnansweredChallenges)
+	}
+}
+
+// TestPreferredAddress follows a client to the server's preferred address
+// (RFC 9000 §9.6): the connection ID offered in preferred_address finds
+// the connection, and the paths record who challenged whom and where the
+// answers came from.
+func TestPreferredAddress(t *testing.T) {
+	s := newSynth(t)
+	c := s.conn(wire.Version1, tls.TLS_AES_128_GCM_SHA256, 8)
+	orig, pref := s.server, netip.MustParseAddrPort("198.18.100.100:4434")
+	c.pref, c.prefCID = pref, bytes.Repeat([]byte{0xee}, 8)
+	c.handshake(false)
+	// The client validates the preferred address under the new
+	// connection ID; the server answers there and validates the path back.
+	s.server, c.sc = pref, c.prefCID
+	s.send(FromClient, s.client, c.short(FromClient, &wire.PathChallengeFrame{Data: [8]byte{7}}, &wire.PaddingFrame{Length: 1100}))
+	s.send(FromServer, s.client, c.short(FromServer, &wire.PathResponseFrame{Data: [8]byte{7}}, &wire.PathChallengeFrame{Data: [8]byte{9}}, &wire.PaddingFrame{Length: 1100}))
+	s.send(FromClient, s.client, c.short(FromClient, &wire.PathResponseFrame{Data: [8]byte{9}}, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 2}}}))
+	s.send(FromServer, s.client, c.short(FromServer, &wire.StreamFrame{StreamID: 4, Data: []byte("moved")}))
+	tr := s.analyze(Options{ServerAddrs: []netip.AddrPort{orig}})
+	cn := oneConn(t, tr)
+	if tr.Unattributed != 0 || tr.Undecryptable != 0 {
+		t.Errorf("unattributed %d, undecryptable %d", tr.Unattributed, tr.Undecryptable)
+	}
+	if got := cn.PreferredAddrs(); len(got) != 1 || got[0] != pref {
+		t.Errorf("preferred addresses %v, want [%v]", got, pref)
+	}
+	if len(cn.Paths) != 2 {
+		t.Fatalf("paths %+v", cn.Paths)
+	}
+	p := cn.Paths[1]
+	if p.Server != pref || !p.ChallengedByClient || !p.ClientValidated || !p.ClientValidatedFromServer || !p.ChallengedByServer || !p.Validated {
+		t.Errorf("path to the preferred address %+v", p)
 	}
 }

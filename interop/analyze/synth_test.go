@@ -105,6 +105,10 @@ type sconn struct {
 	gen           [2]int
 	pn            [3][2]uint64
 	token         []byte
+	// pref, when set, is offered as the server's preferred_address with
+	// the connection ID prefCID.
+	pref    netip.AddrPort
+	prefCID []byte
 }
 
 var seq byte
@@ -278,6 +282,10 @@ func (c *sconn) encryptedExtensions(earlyData bool) []byte {
 	tp.InitialMaxStreamsBidi = 100
 	tp.HasOriginalDestinationConnectionID, tp.OriginalDestinationConnectionID = true, c.odcid
 	tp.HasInitialSourceConnectionID, tp.InitialSourceConnectionID = true, c.sc
+	if c.pref.IsValid() {
+		tp.HasPreferredAddress = true
+		tp.PreferredAddress = wire.PreferredAddress{IPv4: c.pref.Addr().As4(), IPv4Port: c.pref.Port(), ConnectionID: c.prefCID}
+	}
 	exts := append(alpnExt("hq-interop"), ext(extQUICTransport, tp.Marshal())...)
 	if earlyData {
 		exts = append(exts, ext(extEarlyData, nil)...)

@@ -249,6 +249,28 @@ type Path struct {
 	// server address; ClientValidated: the server answered it.
 	ChallengedByClient bool `json:"challenged_by_client,omitempty"`
 	ClientValidated    bool `json:"client_validated,omitempty"`
+	// ClientValidatedFromServer: the PATH_RESPONSE that validated the
+	// client's challenge came from this path's server address.
+	ClientValidatedFromServer bool `json:"client_validated_from_server,omitempty"`
+}
+
+// PreferredAddrs returns the addresses of the server's preferred_address
+// transport parameter (RFC 9000 §18.2), when the trace shows it: an
+// all-zero address or port leaves that family out.
+func (c *Conn) PreferredAddrs() []netip.AddrPort {
+	ee := c.EncryptedExtensions
+	if ee == nil || ee.TransportParameters == nil || !ee.TransportParameters.HasPreferredAddress {
+		return nil
+	}
+	pa := ee.TransportParameters.PreferredAddress
+	var out []netip.AddrPort
+	if v4 := netip.AddrFrom4(pa.IPv4); pa.IPv4Port != 0 && !v4.IsUnspecified() {
+		out = append(out, netip.AddrPortFrom(v4, pa.IPv4Port))
+	}
+	if v6 := netip.AddrFrom16(pa.IPv6); pa.IPv6Port != 0 && !v6.IsUnspecified() {
+		out = append(out, netip.AddrPortFrom(v6, pa.IPv6Port))
+	}
+	return out
 }
 
 // Close is a CONNECTION_CLOSE frame.

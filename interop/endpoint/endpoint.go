@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -45,15 +46,16 @@ import (
 const ExitUnsupported = 127
 
 // The endpoint TESTCASE values each role supports, and why the others are
-// not: connectionmigration needs the server to offer a preferred_address
-// and the client to follow it; ackfrequency is not declared, since the
+// not. A connectionmigration server offers a preferred_address (its own
+// address on a second port); the client runs "transfer" in that test and
+// follows the offer by itself. ackfrequency is not declared, since the
 // file server has no knob for the engine's ACK frequency policy yet. A
 // chacha20 client restricts crypto/tls's process-wide TLS 1.3 suites
 // (quic.RestrictTLS13Suites); a v2 client starts in v1 and offers v2 in
 // version_information for the server to upgrade (RFC 9368).
 var (
 	ServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration"}
 	ClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
 		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
 )
@@ -167,6 +169,13 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 		// in v2 stays there.
 		cfg.Versions = []uint32{quic.Version2, quic.Version1}
 	}
+	if o.testcase == "connectionmigration" {
+		pa, err := preferredAddress(o.listen)
+		if err != nil {
+			return err
+		}
+		cfg.PreferredAddress = pa
+	}
 	if o.testcase == "http3" {
 		cfg.ALPN = []string{h3.ALPNH3}
 	} else {
@@ -186,6 +195,47 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 	}
 	logf("serving %s on %s (TESTCASE=%s)", o.root, s.Addr(), o.testcase)
 	return s.Serve(ctx)
+}
+
+// preferredAddress is the address a connectionmigration server offers
+// (RFC 9000 §9.6): the address it listens on, with a port of its own
+// that the kernel picks, since the established runner routes every port
+// of the server's address to it. A server listening on every address
+// offers the first global unicast address of each family on the host.
+func preferredAddress(listen string) (*quic.PreferredAddress, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("preferred address: %w", err)
+	}
+	var ips []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
+		ips = append(ips, a.Unmap())
+	} else {
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return nil, fmt.Errorf("preferred address: %w", err)
+		}
+		for _, ia := range addrs {
+			if n, ok := ia.(*net.IPNet); ok {
+				if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap().IsGlobalUnicast() {
+					ips = append(ips, a.Unmap())
+				}
+			}
+		}
+	}
+	pa := &quic.PreferredAddress{}
+	for _, a := range ips {
+		switch {
+		case a.Is4() && !pa.IPv4.IsValid():
+			pa.IPv4 = netip.AddrPortFrom(a, 0)
+		case a.Is6() && !pa.IPv6.IsValid():
+			pa.IPv6 = netip.AddrPortFrom(a, 0)
+		}
+	}
+	if !pa.IPv4.IsValid() && !pa.IPv6.IsValid() {
+		return nil, fmt.Errorf("preferred address: no address to offer for %q", listen)
+	}
+	return pa, nil
 }
 
 // client is one run of the client role.
@@ -353,9 +403,9 @@ func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 	}
 	wg.Wait()
 	info = conn.ConnectionInfo()
-	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v, cipher %s",
+	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v, cipher %s, server at %v",
 		len(urls), info.Version, info.Resumed, info.Used0RTT, info.VersionNegotiated,
-		tls.CipherSuiteName(conn.ConnectionState().CipherSuite))
+		tls.CipherSuiteName(conn.ConnectionState().CipherSuite), conn.RemoteAddr())
 	if cc != nil {
 		cc.Close()
 		conn.Close(uint64(h3.ErrCodeNoError), "")

@@ -16,6 +16,7 @@ import (
 	"github.com/quiver-quic/quiver/internal/leakcheck"
 	"github.com/quiver-quic/quiver/netem"
 	"github.com/quiver-quic/quiver/peers"
+	"github.com/quiver-quic/quiver/quic"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -28,13 +29,30 @@ func TestUnsupportedExits127(t *testing.T) {
 	for _, c := range []map[string]string{
 		{"ROLE": "server", "TESTCASE": "no-such-test"},
 		{"ROLE": "client", "TESTCASE": "no-such-test", "REQUESTS": "https://127.0.0.1:1/x"},
-		{"ROLE": "server", "TESTCASE": "connectionmigration"},
 		{"ROLE": "server", "TESTCASE": "ackfrequency"},
 		{"ROLE": "client", "TESTCASE": "ackfrequency", "REQUESTS": "https://127.0.0.1:1/x"},
 	} {
 		if got := Main(context.Background(), nil, env(c), io.Discard); got != ExitUnsupported {
 			t.Errorf("%v: exit %d, want %d", c, got, ExitUnsupported)
 		}
+	}
+}
+
+// TestPreferredAddress checks the address a connectionmigration server
+// offers: its listening address with a port of its own.
+func TestPreferredAddress(t *testing.T) {
+	for listen, want := range map[string]quic.PreferredAddress{
+		"127.0.0.1:443":    {IPv4: netip.MustParseAddrPort("127.0.0.1:0")},
+		"[::1]:443":        {IPv6: netip.MustParseAddrPort("[::1]:0")},
+		"198.18.100.100:0": {IPv4: netip.MustParseAddrPort("198.18.100.100:0")},
+	} {
+		got, err := preferredAddress(listen)
+		if err != nil || *got != want {
+			t.Errorf("preferredAddress(%q) = %+v, %v; want %+v", listen, got, err, want)
+		}
+	}
+	if _, err := preferredAddress("no-port"); err == nil {
+		t.Error("preferredAddress accepted an address without a port")
 	}
 }
 
@@ -80,7 +98,8 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // client's own report that it did what the case asks: a second connection
 // that resumes (resumption), that also carries 0-RTT (zerortt), and a
 // connection that went through Version Negotiation (versionnegotiation),
-// one upgraded to v2 (v2) and one that offered only ChaCha20 (chacha20).
+// one upgraded to v2 (v2), one that offered only ChaCha20 (chacha20), and
+// one that moved to the server's preferred address (connectionmigration).
 func TestClientCases(t *testing.T) {
 	dir := t.TempDir()
 	cert, key, err := peers.WriteSelfSignedCert(dir)
@@ -95,15 +114,19 @@ func TestClientCases(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name string
-		want []string // in the client's last "requests done" line
+		name, clientCase string
+		want             []string // in the client's last "requests done" line
 	}{
-		{"resumption", []string{"resumed true", "0-RTT false"}},
-		{"zerortt", []string{"resumed true", "0-RTT true"}},
-		{"versionnegotiation", []string{"version 0x1,", "version negotiated true"}},
-		{"v2", []string{"version 0x6b3343cf,", "version negotiated false"}},
-		{"chacha20", []string{"cipher TLS_CHACHA20_POLY1305_SHA256"}},
-		{"handshake", []string{"cipher TLS_AES_128_GCM_SHA256"}},
+		// The server offers its own address on a second port; the
+		// client (TESTCASE=transfer, as in the runner) moves there,
+		// leaving the relay's address ({relay} is replaced by it).
+		{"connectionmigration", "transfer", []string{"server at 127.0.0.1:", "!server at {relay}"}},
+		{"resumption", "", []string{"resumed true", "0-RTT false"}},
+		{"zerortt", "", []string{"resumed true", "0-RTT true"}},
+		{"versionnegotiation", "", []string{"version 0x1,", "version negotiated true"}},
+		{"v2", "", []string{"version 0x6b3343cf,", "version negotiated false"}},
+		{"chacha20", "", []string{"cipher TLS_CHACHA20_POLY1305_SHA256"}},
+		{"handshake", "", []string{"cipher TLS_AES_128_GCM_SHA256"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -147,7 +170,11 @@ func TestClientCases(t *testing.T) {
 			out := filepath.Join(dir, "dl-"+tc.name)
 			cerr := &lineWriter{lines: make(chan string, 64)}
 			urls := []string{"https://" + addr + "/a", "https://" + addr + "/b", "https://" + addr + "/c"}
-			if code := Main(ctx, append([]string{"-output", out}, urls...), env(map[string]string{"ROLE": "client", "TESTCASE": tc.name}), cerr); code != 0 {
+			clientCase := tc.name
+			if tc.clientCase != "" {
+				clientCase = tc.clientCase
+			}
+			if code := Main(ctx, append([]string{"-output", out}, urls...), env(map[string]string{"ROLE": "client", "TESTCASE": clientCase}), cerr); code != 0 {
 				t.Fatalf("client exited with %d", code)
 			}
 			close(cerr.lines)
@@ -158,7 +185,12 @@ func TestClientCases(t *testing.T) {
 				}
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(last, w) {
+				w = strings.ReplaceAll(w, "{relay}", addr)
+				if not, ok := strings.CutPrefix(w, "!"); ok {
+					if strings.Contains(last, not) {
+						t.Errorf("client reported %q, want no %q in it", last, not)
+					}
+				} else if !strings.Contains(last, w) {
 					t.Errorf("client reported %q, want %q in it", last, w)
 				}
 			}
