@@ -3,6 +3,7 @@ package conformance
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -60,6 +61,54 @@ func TestJudgeQUICBitGrease(t *testing.T) {
 	} {
 		if v, s := judgeQUICBitGrease(tc.set, tc.cleared); v != tc.want {
 			t.Errorf("judgeQUICBitGrease(%d, %d) = %s (%s), want %s", tc.set, tc.cleared, v, s, tc.want)
+		}
+	}
+}
+
+func TestJudgeClosingRate(t *testing.T) {
+	if v, _ := judgeClosingRate(50, 50); v != Warn {
+		t.Errorf("one closing packet per packet: %s, want warn", v)
+	}
+	if v, _ := judgeClosingRate(50, 6); v != Pass {
+		t.Errorf("six closing packets for fifty: %s, want pass", v)
+	}
+}
+
+// closePkt is a received packet carrying one frame, for the placement
+// judges.
+func closePkt(space int, at time.Duration, f wire.Frame) *packet {
+	names := map[int]string{0: "initial", 1: "handshake", 2: "1RTT"}
+	return &packet{space: space, at: time.Unix(0, 0).Add(at), scid: []byte{1, 2, 3, 4}, frames: []wire.Frame{f}, ev: PacketEvent{PacketType: names[space]}}
+}
+
+func TestJudgeClosePlacement(t *testing.T) {
+	app := &wire.ConnectionCloseFrame{Application: true, ErrorCode: 0x103, Reason: []byte("h3")}
+	conv := func(code wire.TransportErrorCode, reason string) *wire.ConnectionCloseFrame {
+		return &wire.ConnectionCloseFrame{ErrorCode: uint64(code), Reason: []byte(reason)}
+	}
+	rules := map[string]func(c connRecord) (string, []*packet){
+		"1d-in-long": placementJudge(placement1dInLong), "reason": placementJudge(placementReason),
+		"code": placementJudge(placementCode), "after-confirmed": placementJudge(placementAfterConfirmed),
+	}
+	for _, tc := range []struct {
+		name    string
+		packets []*packet
+		broken  string // the rule that must fire, "" for none
+	}{
+		{"1rtt-app-close", []*packet{closePkt(2, 0, app)}, ""},
+		{"app-close-in-handshake", []*packet{closePkt(1, 0, app)}, "1d-in-long"},
+		{"converted-clean", []*packet{closePkt(0, 0, conv(wire.ApplicationError, "")), closePkt(1, 0, conv(wire.ApplicationError, "")), closePkt(2, 0, app)}, ""},
+		{"converted-with-reason", []*packet{closePkt(1, 0, conv(wire.ApplicationError, "secret")), closePkt(2, 0, app)}, "reason"},
+		{"converted-other-code", []*packet{closePkt(1, 0, conv(wire.InternalError, "")), closePkt(2, time.Millisecond, app)}, "code"},
+		{"transport-close-in-handshake", []*packet{closePkt(1, 0, conv(wire.ProtocolViolation, "bad"))}, ""},
+		{"close-after-confirmation", []*packet{closePkt(2, 0, &wire.HandshakeDoneFrame{}), closePkt(1, time.Second, conv(wire.ProtocolViolation, ""))}, "after-confirmed"},
+	} {
+		c := connRecord{packets: tc.packets}
+		for name, judge := range rules {
+			s, _ := judge(c)
+			if (s != "") != (name == tc.broken) {
+				t.Errorf("%s: rule %s said %q", tc.name, name, s)
+			}
 		}
 	}
 }
