@@ -165,6 +165,21 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if sp.discarded {
 		return h.PacketLen
 	}
+	if c.isClient && h.Long {
+		// RFC 9000 §17.2.2: "clients that receive an Initial packet with a
+		// non-zero Token Length field MUST either discard the packet or
+		// generate a connection error of type PROTOCOL_VIOLATION."
+		if h.Type == wire.PacketTypeInitial && len(h.Token) > 0 {
+			return h.PacketLen
+		}
+		// RFC 9000 §7.2: "Once a client has received a valid Initial
+		// packet from the server, it MUST discard any subsequent packet it
+		// receives on that connection with a different Source Connection
+		// ID."
+		if c.gotPeerPacket && !bytes.Equal(h.SCID, c.peerInitSCID) {
+			return h.PacketLen
+		}
+	}
 	pkt := b[:h.PacketLen]
 	var hp *protect.HeaderProtector
 	if h.Type == wire.PacketType0RTT {
