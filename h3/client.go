@@ -54,7 +54,19 @@ func NewClientConn(ctx context.Context, conn Conn, cfg *ClientConfig) (*ClientCo
 		c.s.cancel()
 		return nil, err
 	}
+	go c.rejectServerStreams()
 	return c, nil
+}
+
+// rejectServerStreams ends the connection at the first server-initiated
+// bidirectional stream. RFC 9114 §6.1: "Clients MUST treat receipt of a
+// server-initiated bidirectional stream as a connection error of type
+// H3_STREAM_CREATION_ERROR unless such an extension has been negotiated."
+func (c *ClientConn) rejectServerStreams() {
+	if _, err := c.s.conn.AcceptStream(c.s.ctx); err != nil {
+		return
+	}
+	c.s.fail(connError(ErrCodeStreamCreationError, `server-initiated bidirectional stream; RFC 9114 §6.1: "Clients MUST treat receipt of a server-initiated bidirectional stream as a connection error of type H3_STREAM_CREATION_ERROR"`))
 }
 
 // PeerSettings waits for the server's SETTINGS frame and returns it.
