@@ -100,11 +100,32 @@ func runClientSuite(t *testing.T, ct ClientTarget, patterns []string) *Report {
 func TestClientQuiver(t *testing.T) {
 	rep := runClientSuite(t, quiverClient("hq-interop"), clientPatterns())
 	want := map[string]Verdict{"cli-tp-reserved": Pass, "cli-vn-no-common-version": Pass, "cli-retry-handling": Pass,
-		"cli-initial-datagram-size": Pass, "cli-stream-flow-violation": Pass}
+		"cli-initial-datagram-size": Pass, "cli-stream-flow-violation": Pass,
+		"cli-server-initial-token": Pass, "cli-server-scid-change": Pass}
 	for id, v := range want {
 		if got, s := verdictOf(rep, id); got != "" && got != v {
 			t.Errorf("%s: %s, want %s: %s", id, got, v, s)
 		}
+	}
+}
+
+// TestClientQuiverH3 runs the HTTP/3 client scenarios against Quiver's
+// client speaking h3 (TestClientQuiver's hq-interop client makes them
+// unsupported).
+func TestClientQuiverH3(t *testing.T) {
+	pats := clientPatterns()
+	if pats == nil {
+		pats = []string{"cli-h3-*"}
+	}
+	rep := runClientSuite(t, quiverClient("h3"), pats)
+	for _, r := range rep.Results {
+		if r.Verdict == Unsupported {
+			t.Errorf("%s: unsupported against an h3 client: %s", r.Scenario, r.Sentence)
+		}
+	}
+	// h3.ClientConn closes at a server-initiated bidirectional stream.
+	if got, s := verdictOf(rep, "cli-h3-server-bidi-stream"); got != "" && got != Pass {
+		t.Errorf("cli-h3-server-bidi-stream: %s, want pass: %s", got, s)
 	}
 }
 
