@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -324,4 +328,272 @@ func runVNChosenVersionMismatch(ctx context.Context, t *T) {
 		t.Unsupported("The server sent no version_information, so it does not take part in compatible version negotiation (needs cvn).")
 	}
 	t.watchAfter(ctx, c, mark, e, true)
+}
+
+// Family A, handshake scenarios of the s3hs set: hs-v1-ipv6,
+// hs-handshake-done-not-early, hs-handshake-done-retransmitted,
+// hs-initial-scid-change.
+
+func init() {
+	Register(&Scenario{
+		ID: "hs-v1-ipv6", Title: "Basic v1 handshake and small fetch over IPv6", Family: "A",
+		Needs:        []string{NeedApp, "ipv6"},
+		Requirements: []Requirement{reqHandshakeDone, reqDiscardOtherSCID},
+		Run:          runHSV1IPv6,
+	})
+	Register(&Scenario{
+		ID: "hs-handshake-done-not-early", Title: "No HANDSHAKE_DONE before the client's Finished", Family: "A",
+		Needs:        []string{NeedApp},
+		Requirements: []Requirement{rfc9000("19.20", MustNot, "Servers MUST NOT send a HANDSHAKE_DONE frame before completing the handshake.")},
+		Run:          runHSHandshakeDoneNotEarly,
+	})
+	Register(&Scenario{
+		ID: "hs-handshake-done-retransmitted", Title: "HANDSHAKE_DONE retransmitted until acknowledged", Family: "A",
+		Needs:        []string{NeedApp},
+		Requirements: []Requirement{rfc9000("13.3", Must, "The HANDSHAKE_DONE frame MUST be retransmitted until it is acknowledged.")},
+		Run:          runHSHandshakeDoneRetransmitted,
+	})
+	Register(&Scenario{
+		ID: "hs-initial-scid-change", Title: "Second Initial with a different Source Connection ID", Family: "A",
+		Needs:        []string{NeedApp},
+		Requirements: []Requirement{rfc9000("7.2", Must, "if subsequent Initial packets include a different Source Connection ID, they MUST be discarded.")},
+		Run:          runHSInitialSCIDChange,
+	})
+}
+
+// ipv6Address returns an IPv6 address and port of the target: its own when
+// it is one, the host name's AAAA record, or ::1 for an IPv4 loopback
+// target (the same host, which answers there when it listens on it).
+func ipv6Address(ctx context.Context, target string) (netip.AddrPort, bool) {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		switch {
+		case a.Is6() && !a.Is4In6():
+			return netip.AddrPortFrom(a, uint16(pn)), true
+		case a.Unmap().IsLoopback():
+			return netip.AddrPortFrom(netip.IPv6Loopback(), uint16(pn)), true
+		}
+		return netip.AddrPort{}, false
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip6", host)
+	if err != nil || len(addrs) == 0 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(addrs[0], uint16(pn)), true
+}
+
+func runHSV1IPv6(ctx context.Context, t *T) {
+	orig := t.profile.Target.Address
+	v6, ok := ipv6Address(ctx, orig)
+	if !ok {
+		t.Inconclusive(fmt.Sprintf("The target %s has no IPv6 address, so the tester has no IPv6 path to it (needs ipv6).", orig))
+	}
+	p := *t.profile
+	p.Target.SNI = t.profile.sni()
+	p.Target.Address = v6.String()
+	t.profile = &p
+	t.Fact("ipv6.address", v6.String())
+	c, err := t.Dial(ctx, DialOptions{Label: "IPv6"})
+	if err != nil {
+		if len(received(t.rec.snapshot(), c.ID(), 0)) == 0 {
+			t.Inconclusive(fmt.Sprintf("Nothing came back from %s (the target was given as %s): no IPv6 path to the target (needs ipv6).", v6, orig))
+		}
+		t.dialFailure(c, err)
+	}
+	c.Close(0, "")
+	// The flow labels, read on a raw IPv6 socket; recorded only (§9.7's
+	// SHOULD holds "unless the local API does not allow" it).
+	rc := t.newRaw(ctx, rawOptions{Label: "IPv6 flow labels"})
+	if err := rc.Handshake(ctx, t.Settle()); err == nil {
+		var labels []string
+		for l, n := range rc.flowLabels {
+			labels = append(labels, fmt.Sprintf("0x%05x×%d", l, n))
+		}
+		slices.Sort(labels)
+		t.Fact("ipv6.flow-labels", labels)
+		zero := rc.flowLabels[0]
+		t.Observe("flow-label", fmt.Sprintf("The server's IPv6 datagrams carried flow labels %v (%d of them zero).", labels, zero))
+	}
+	runHSV1Basic(ctx, t)
+}
+
+// finishedSent returns the tester's Handshake packet that carried its
+// Finished (the first sent Handshake packet with CRYPTO data).
+func finishedSent(ps []*packet, conn int) *packet {
+	for _, p := range ps {
+		if p.sent && p.conn == conn && p.space == 1 && p.has(wire.FrameTypeCrypto) {
+			return p
+		}
+	}
+	return nil
+}
+
+// firstReceivedWith returns the first packet from the server on conn that
+// carries a frame of type ft.
+func firstReceivedWith(ps []*packet, conn int, ft wire.FrameType) *packet {
+	for _, p := range received(ps, conn, 0) {
+		if p.has(ft) {
+			return p
+		}
+	}
+	return nil
+}
+
+func runHSHandshakeDoneNotEarly(ctx context.Context, t *T) {
+	rc := t.newRaw(ctx, rawOptions{Label: "Finished held back"})
+	var hold time.Duration
+	rc.BeforeFinished = func() {
+		// Catalogue: hold the Finished for 2 × RTT, acknowledging all the
+		// server sends. On loopback 2 × RTT is well under a millisecond,
+		// too short for a server's timer or scheduler to show anything,
+		// so the tester holds at least 200 ms.
+		hold = max(2*t.RTT(), 200*time.Millisecond)
+		rc.Receive(ctx, hold, nil)
+	}
+	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
+	ps := t.rec.snapshot()
+	fin := finishedSent(ps, rc.trace.id)
+	hd := firstReceivedWith(ps, rc.trace.id, wire.FrameTypeHandshakeDone)
+	req := t.sc.Requirements[0]
+	switch {
+	case hd != nil && (fin == nil || hd.at.Before(fin.at)):
+		evs := events(Response, hd)
+		if fin != nil {
+			evs = append(evs, events(Context, fin)...)
+		}
+		t.Fail("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE while the tester was still holding back its Finished (%v hold); it cannot have completed the handshake.", hold.Round(time.Millisecond)), evs...)
+	case hd != nil:
+		t.Pass("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE %v after the tester's Finished, which the tester held back for %v.", hd.at.Sub(fin.at).Round(time.Microsecond), hold.Round(time.Millisecond)), append(events(Context, fin), events(Response, hd)...)...)
+	case fin == nil:
+		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
+	default:
+		t.Inconclusive(fmt.Sprintf("The server sent no HANDSHAKE_DONE after the tester's Finished: %v.", err), events(Context, fin)...)
+	}
+}
+
+func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
+	var withheld *packet
+	rc := t.newRaw(ctx, rawOptions{Label: "HANDSHAKE_DONE never acknowledged"})
+	rc.NeverAck = func(sp int, p *packet) bool {
+		if sp == 2 && withheld == nil && p.has(wire.FrameTypeHandshakeDone) {
+			withheld = p
+			return true
+		}
+		return false
+	}
+	if err := rc.Handshake(ctx, t.Settle()+2*time.Second); err != nil || withheld == nil {
+		t.Inconclusive(fmt.Sprintf("The tester's handshake did not complete with a HANDSHAKE_DONE: %v.", err), events(Context, lastN(received(t.rec.snapshot(), rc.trace.id, 0), 3)...)...)
+	}
+	repeated := func(ps []*packet) *packet {
+		for _, p := range received(ps, rc.trace.id, 0) {
+			if p != withheld && p.at.After(withheld.at.Add(-time.Nanosecond)) && p.has(wire.FrameTypeHandshakeDone) && p.pn != withheld.pn {
+				return p
+			}
+		}
+		return nil
+	}
+	// Traffic after the handshake: a request, then a PING every PTO, all
+	// acknowledged by the server's later packets, which the tester
+	// acknowledges in turn, so the packet with HANDSHAKE_DONE is lost.
+	rc.Request(t.profile.SmallPath)
+	deadline := time.Now().Add(t.Settle())
+	for time.Now().Before(deadline) && ctx.Err() == nil && repeated(t.rec.snapshot()) == nil && !rc.peerClosed {
+		rc.Receive(ctx, t.PTO(), func() bool { return repeated(t.rec.snapshot()) != nil })
+		if repeated(t.rec.snapshot()) == nil {
+			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		}
+	}
+	ps := t.rec.snapshot()
+	req := t.sc.Requirements[0]
+	if r := repeated(ps); r != nil {
+		t.Pass("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE; the server sent the frame again in packet %d, %v later.", withheld.pn, r.pn, r.at.Sub(withheld.at).Round(time.Millisecond)),
+			append(events(Trigger, withheld), events(Response, r)...)...)
+		return
+	}
+	var later []*packet
+	for _, p := range received(ps, rc.trace.id, 0) {
+		if p.space == 2 && p.pn > withheld.pn {
+			later = append(later, p)
+		}
+	}
+	if len(later) == 0 {
+		t.Inconclusive(fmt.Sprintf("The server sent nothing after the packet carrying HANDSHAKE_DONE within %v.", t.Settle().Round(time.Millisecond)), events(Trigger, withheld)...)
+	}
+	t.Fail("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE, but acknowledged the server's later packets; over %v the server sent %d more 1-RTT packets and never repeated HANDSHAKE_DONE.", withheld.pn, t.Settle().Round(time.Millisecond), len(later)),
+		append(events(Trigger, withheld), events(Response, lastN(later, 3)...)...)...)
+}
+
+// scidChange is what a second Initial with another Source Connection ID
+// drew from the server.
+type scidChange struct {
+	ackedBad  *packet // a server ACK covering the changed-ID packet
+	switched  *packet // a server packet sent to the changed ID
+	ackedGood *packet // a server ACK covering the later same-ID Initial
+}
+
+// judgeSCIDChange reads the server's packets on conn: the tester's Initial
+// badPN carried the Source Connection ID newSCID, its Initial goodPN
+// (sent after it) the original one.
+func judgeSCIDChange(ps []*packet, conn int, badPN, goodPN uint64, newSCID []byte) scidChange {
+	var j scidChange
+	j.ackedBad = ackedBy(ps, conn, 0, badPN)
+	j.ackedGood = ackedBy(ps, conn, 0, goodPN)
+	for _, p := range received(ps, conn, 0) {
+		if p.space >= 0 && len(newSCID) > 0 && string(p.dcid) == string(newSCID) {
+			j.switched = p
+			break
+		}
+	}
+	return j
+}
+
+func runHSInitialSCIDChange(ctx context.Context, t *T) {
+	rc := t.newRaw(ctx, rawOptions{Label: "SCID change"})
+	// Silent until the probe is out: no Handshake packet may reach the
+	// server first, or it discards its Initial keys (RFC 9001 §4.9.1) and
+	// drops any Initial whatever its Source Connection ID.
+	rc.Silent = true
+	rc.sendClientHello(ctx, 1200)
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.serverSCID != nil })
+	if rc.serverSCID == nil {
+		t.requireControl(ctx, "No server Initial came back")
+		t.Inconclusive("The server did not answer the first Initial.")
+	}
+	newSCID := randomBytes(len(rc.scid))
+	for string(newSCID) == string(rc.scid) {
+		newSCID = randomBytes(len(rc.scid))
+	}
+	bad, badPN := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.PingFrame{}}, longOpts{SCID: newSCID, PadTo: 1200})
+	rc.send(bad)
+	badPkt := rc.lastSent()
+	good, goodPN := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.PingFrame{}}, longOpts{PadTo: 1200})
+	rc.send(good)
+	goodPkt := rc.lastSent()
+	rc.Receive(ctx, t.Settle(), func() bool { return ackedBy(t.rec.snapshot(), rc.trace.id, 0, goodPN) != nil })
+	// Then finish the handshake normally.
+	rc.Silent = false
+	rc.flush()
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || rc.peerClosed })
+	j := judgeSCIDChange(t.rec.snapshot(), rc.trace.id, badPN, goodPN, newSCID)
+	req := t.sc.Requirements[0]
+	trig := events(Trigger, badPkt, goodPkt)
+	switch {
+	case j.ackedBad != nil:
+		t.Fail("discard", req, fmt.Sprintf("The server acknowledged Initial packet %d, whose Source Connection ID %x differs from the first Initial's %x; it must discard it.", badPN, newSCID, rc.scid), append(trig, events(Response, j.ackedBad)...)...)
+	case j.switched != nil:
+		t.Fail("discard", req, fmt.Sprintf("After an Initial with the Source Connection ID %x, the server sent to that ID instead of the first Initial's %x.", newSCID, rc.scid), append(trig, events(Response, j.switched)...)...)
+	case j.ackedGood != nil:
+		t.Pass("discard", req, fmt.Sprintf("The server acknowledged the tester's later Initial %d but not Initial %d with the changed Source Connection ID, and kept sending to the original ID.", goodPN, badPN), append(trig, events(Response, j.ackedGood)...)...)
+	case rc.confirmed:
+		t.Pass("discard", req, fmt.Sprintf("The server never acknowledged Initial %d with the changed Source Connection ID, kept sending to the original ID and completed the handshake.", badPN), trig...)
+	default:
+		t.Inconclusive("The server acknowledged neither of the tester's later Initial packets and the handshake did not complete.", trig...)
+	}
 }

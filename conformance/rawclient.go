@@ -59,6 +59,13 @@ type rawClient struct {
 
 	// NoAcks stops the automatic acknowledgments.
 	NoAcks bool
+	// NeverAck, when set, picks packets the client never acknowledges
+	// (their frames are still processed); later packets are acknowledged
+	// as usual, so the server sees that one packet as lost.
+	NeverAck func(space int, p *packet) bool
+	// flowLabels counts the IPv6 flow labels of the datagrams received on
+	// IPv6 paths (RFC 9000 §9.7), by label.
+	flowLabels map[uint32]int
 	// Silent stops everything the client would send on its own: ACKs,
 	// its Finished, PATH_RESPONSE (a client that never completes address
 	// validation).
@@ -538,6 +545,12 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: in.b})
 				continue
 			}
+			if in.hasFlow {
+				if rc.flowLabels == nil {
+					rc.flowLabels = map[uint32]int{}
+				}
+				rc.flowLabels[in.flow]++
+			}
 			rc.processDatagram(in)
 			rc.flush()
 		case <-timer.C:
@@ -670,7 +683,7 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
-	if !slices.Contains(rc.recvd[sp], pn) {
+	if !slices.Contains(rc.recvd[sp], pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
 		rc.recvd[sp] = append(rc.recvd[sp], pn)
 		rc.ecnIn[sp][p.ecn&3]++
 	}

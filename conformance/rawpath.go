@@ -37,6 +37,10 @@ type rawIn struct {
 	// when the socket gave none; the reader goroutine's clock lags it
 	// on a busy tester.
 	kernelAt time.Time
+	// flow is the IPv6 flow label of the datagram (IPV6_FLOWINFO), when
+	// hasFlow is set.
+	flow    uint32
+	hasFlow bool
 }
 
 // addPath adopts uc as a new path and starts its reader; it returns the
@@ -48,6 +52,7 @@ func (rc *rawClient) addPath(uc *net.UDPConn) int {
 		rc2.Control(func(fd uintptr) {
 			if p.v6 {
 				unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+				unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, ipv6FlowInfo, 1)
 			} else {
 				unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
 			}
@@ -100,12 +105,35 @@ func (p *rawPath) read(i int, out chan<- rawIn, done <-chan struct{}) {
 			continue
 		}
 		in := rawIn{path: i, at: time.Now(), b: append([]byte(nil), buf[:n]...), ecn: ecnFromOOB(oob[:oobn]), kernelAt: kernelTimeFromOOB(oob[:oobn])}
+		in.flow, in.hasFlow = flowLabelFromOOB(oob[:oobn])
 		select {
 		case out <- in:
 		case <-done:
 			return
 		}
 	}
+}
+
+// ipv6FlowInfo is Linux's IPV6_FLOWINFO (include/uapi/linux/in6.h), which
+// golang.org/x/sys/unix does not define: as a socket option it asks for
+// the flow information of each received datagram, as a control message
+// type it carries it.
+const ipv6FlowInfo = 11
+
+// flowLabelFromOOB reads the IPV6_FLOWINFO control message: the 20-bit
+// flow label of the received IPv6 packet (RFC 6437), in network order
+// with the traffic class above it.
+func flowLabelFromOOB(oob []byte) (uint32, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == ipv6FlowInfo && len(m.Data) >= 4 {
+			return binary.BigEndian.Uint32(m.Data) & 0xfffff, true
+		}
+	}
+	return 0, false
 }
 
 // ecnFromOOB reads the TOS or traffic class control message.

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"testing"
@@ -120,5 +121,76 @@ func TestFirstRetryVersion(t *testing.T) {
 	}
 	if firstRetry(nil) != nil {
 		t.Error("a Retry found in no headers")
+	}
+}
+
+// TestS3HSHandshake runs the handshake scenarios against Quiver's server,
+// over IPv4 and IPv6, and against servers that send HANDSHAKE_DONE before
+// the client's Finished or never retransmit it.
+func TestS3HSHandshake(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		addr := startQuiver(t)
+		expectVerdicts(t, "quiver", addr, map[string][]Verdict{
+			"hs-handshake-done-not-early":     {Pass},
+			"hs-handshake-done-retransmitted": {Pass},
+			"hs-initial-scid-change":          {Pass},
+		})
+	})
+	t.Run("ipv6", func(t *testing.T) {
+		s := newQuiverServerConfig(t, "[::1]:0", nil)
+		t.Cleanup(s.stop)
+		expectVerdicts(t, "quiver-ipv6", s.addr, map[string][]Verdict{"hs-v1-ipv6": {Pass}})
+	})
+	t.Run("early-handshake-done", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{EarlyHandshakeDone: true} })
+		expectVerdicts(t, "quiver-early-handshake-done", addr, map[string][]Verdict{"hs-handshake-done-not-early": {Fail}})
+	})
+	t.Run("no-retransmit", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{NoRetransmit: true} })
+		expectVerdicts(t, "quiver-no-retransmit", addr, map[string][]Verdict{"hs-handshake-done-retransmitted": {Fail}})
+	})
+}
+
+// TestIPv6Address checks how hs-v1-ipv6 finds an IPv6 path to a target.
+func TestIPv6Address(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"127.0.0.1:4433", "[::1]:4433", true},
+		{"[::1]:443", "[::1]:443", true},
+		{"[2001:db8::1]:443", "[2001:db8::1]:443", true},
+		{"192.0.2.1:443", "", false},
+		{"nonsense", "", false},
+	} {
+		got, ok := ipv6Address(ctx, tc.in)
+		if ok != tc.ok || (ok && got.String() != tc.want) {
+			t.Errorf("ipv6Address(%q) = %v, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestJudgeSCIDChange shows the hs-initial-scid-change judgement failing a
+// server that acknowledges the changed-ID Initial or answers to the new
+// ID, and passing one that acknowledges only the later Initial.
+func TestJudgeSCIDChange(t *testing.T) {
+	orig, changed := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte{9, 9, 9, 9, 9, 9, 9, 9}
+	ack := func(pn uint64, dcid []byte) *packet {
+		return &packet{space: 0, dcid: dcid, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: pn, Largest: pn}}}}}
+	}
+	for _, tc := range []struct {
+		name                   string
+		ps                     []*packet
+		bad, switched, goodAck bool
+	}{
+		{"discarded", []*packet{ack(2, orig)}, false, false, true},
+		{"acknowledged", []*packet{ack(1, orig), ack(2, orig)}, true, false, true},
+		{"switched", []*packet{ack(2, changed)}, false, true, true},
+	} {
+		j := judgeSCIDChange(tc.ps, 0, 1, 2, changed)
+		if (j.ackedBad != nil) != tc.bad || (j.switched != nil) != tc.switched || (j.ackedGood != nil) != tc.goodAck {
+			t.Errorf("%s: %+v", tc.name, j)
+		}
 	}
 }

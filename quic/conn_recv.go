@@ -150,6 +150,15 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 			return h.PacketLen
 		}
 	}
+	// RFC 9000 §7.2: "A server MUST set the Destination Connection ID it
+	// uses for sending packets based on the first received Initial
+	// packet. Any further changes to the Destination Connection ID are
+	// only permitted if the values are taken from NEW_CONNECTION_ID
+	// frames; if subsequent Initial packets include a different Source
+	// Connection ID, they MUST be discarded."
+	if !c.isClient && h.Type == wire.PacketTypeInitial && !bytes.Equal(h.SCID, c.peerInitSCID) {
+		return h.PacketLen
+	}
 	var space spaceID
 	switch h.Type {
 	case wire.PacketTypeInitial:

@@ -195,6 +195,9 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 		var err error
 		if write {
 			err = c.appKeys.InstallWrite(c.version, suite, secret)
+			if !c.isClient && c.probe != nil && c.probe.EarlyHandshakeDone {
+				c.handshakeDonePending = true
+			}
 		} else {
 			err = c.appKeys.InstallRead(c.version, suite, secret)
 		}

@@ -65,6 +65,12 @@ type Probe struct {
 	// ECN, when set, chooses the ECN codepoint of every datagram sent (0
 	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation.
 	ECN func() uint8
+	// EarlyHandshakeDone makes a server queue HANDSHAKE_DONE as soon as
+	// it has 1-RTT write keys, before the client's Finished: it breaks
+	// RFC 9000 §19.20 ("Servers MUST NOT send a HANDSHAKE_DONE frame
+	// before completing the handshake") on purpose, for the conformance
+	// suite's own tests.
+	EarlyHandshakeDone bool
 }
 
 // PacketInfo describes a packet seen by a probe hook. Payload is the
