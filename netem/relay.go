@@ -330,6 +330,24 @@ func (d *relayDirection) merged() Stats {
 	return s
 }
 
+// IOStats returns the system calls the relay has made so far in each
+// direction and the datagrams they moved: towards the server it reads
+// the client-facing sockets and writes the server-facing ones, towards
+// the client the other way round.
+func (r *Relay) IOStats() (toServer, toClient IOStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.fronts {
+		toServer.addReads(&f.conn.io)
+		toClient.addWrites(&f.conn.io)
+	}
+	for _, c := range r.upSockets {
+		toClient.addReads(&c.io)
+		toServer.addWrites(&c.io)
+	}
+	return toServer, toClient
+}
+
 // Rebindings returns the rebindings applied so far.
 func (r *Relay) Rebindings() []Rebinding {
 	r.mu.Lock()
@@ -441,6 +459,7 @@ func (r *Relay) readLoop(conn *batchConn, d *relayDirection, handle func(rb *rea
 			}
 			continue // e.g. ICMP errors reported on the socket
 		}
+		conn.io.reads.Add(1)
 		handle(rb, n, &w)
 		// Written outside the lock: the Delivered events were captured
 		// before, and an answer cannot be read before this write.
@@ -465,6 +484,7 @@ func (r *Relay) readClients(f *relayFront) {
 		now := r.stamp()
 		for i := range n {
 			p, from, ecn, size := rb.segments(i)
+			f.conn.io.readDatagrams.Add(segmentCount(len(p), size))
 			// A coalesced read is relayed datagram by datagram; the
 			// writer joins them again where the link keeps them
 			// together.
@@ -588,6 +608,7 @@ func (r *Relay) readServer(sock *relaySocket) {
 		now := r.stamp()
 		for i := range n {
 			p, from, ecn, size := rb.segments(i)
+			sock.conn.io.readDatagrams.Add(segmentCount(len(p), size))
 			f := r.front(from)
 			if f == nil {
 				continue // not the server: a NAT would not let it in

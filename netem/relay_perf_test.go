@@ -135,7 +135,7 @@ func bulkServer(ctx context.Context, ep *quic.Endpoint, size int) {
 // connection, directly or through a relay with a perfect link, and
 // returns the goodput in Mbit/s (wall clock from the request to the FIN).
 func quiverGoodput(t testing.TB, size int, viaRelay bool) float64 {
-	g, _ := quiverGoodputCPU(t, size, viaRelay)
+	g, _, _ := quiverGoodputCPU(t, size, viaRelay)
 	return g
 }
 
@@ -147,9 +147,10 @@ func processCPU() time.Duration {
 }
 
 // quiverGoodputCPU is quiverGoodput that also returns the process's CPU
-// seconds per GB moved (client, server and relay together): unlike the
-// goodput, it hardly depends on what else the host runs.
-func quiverGoodputCPU(t testing.TB, size int, viaRelay bool) (mbps, cpuPerGB float64) {
+// seconds per GB moved (client, server and relay together), which
+// depends far less on what else the host runs than the goodput, and the
+// relay's system calls (zero without it).
+func quiverGoodputCPU(t testing.TB, size int, viaRelay bool) (mbps, cpuPerGB float64, rio [2]IOStats) {
 	scfg, ccfg := engineConfigs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -160,6 +161,7 @@ func quiverGoodputCPU(t testing.TB, size int, viaRelay bool) (mbps, cpuPerGB flo
 	defer sep.Close()
 	go bulkServer(ctx, sep, size)
 	addr := sep.Addr().String()
+	var relay *Relay
 	if viaRelay {
 		r, err := NewRelay(RelayConfig{Server: sep.Addr().(*net.UDPAddr).AddrPort()})
 		if err != nil {
@@ -169,7 +171,7 @@ func quiverGoodputCPU(t testing.TB, size int, viaRelay bool) (mbps, cpuPerGB flo
 			t.Fatal(err)
 		}
 		defer r.Stop()
-		addr = r.Addr().String()
+		addr, relay = r.Addr().String(), r
 	}
 	c, err := quic.Dial(ctx, "udp", addr, ccfg)
 	if err != nil {
@@ -188,7 +190,10 @@ func quiverGoodputCPU(t testing.TB, size int, viaRelay bool) (mbps, cpuPerGB flo
 	if err != nil || n != int64(size) {
 		t.Fatalf("downloaded %d of %d bytes: %v", n, size, err)
 	}
-	return float64(size) * 8 / el.Seconds() / 1e6, cpu.Seconds() / (float64(size) / 1e9)
+	if relay != nil {
+		rio[0], rio[1] = relay.IOStats()
+	}
+	return float64(size) * 8 / el.Seconds() / 1e6, cpu.Seconds() / (float64(size) / 1e9), rio
 }
 
 // TestRelayAccuracyAndSpeed shows, side by side in one run, the two claims
@@ -230,10 +235,13 @@ func TestRelayAccuracyAndSpeed(t *testing.T) {
 	// Alternate the two, and which goes first, so that a neighbour's
 	// burst of work falls on both alike; the medians are compared.
 	var direct, relayed, cpuDirect, cpuRelayed []float64
+	var io [2]IOStats
 	run := func(via bool) {
-		g, c := quiverGoodputCPU(t, size, via)
+		g, c, s := quiverGoodputCPU(t, size, via)
 		if via {
 			relayed, cpuRelayed = append(relayed, g), append(cpuRelayed, c)
+			io[0].Add(s[0])
+			io[1].Add(s[1])
 		} else {
 			direct, cpuDirect = append(direct, g), append(cpuDirect, c)
 		}
@@ -251,6 +259,8 @@ func TestRelayAccuracyAndSpeed(t *testing.T) {
 		size>>20, reps, bd, round(direct), br, round(relayed), br/bd)
 	t.Logf("CPU seconds per GB (client, server and relay in this process), median: direct %.2f, through the relay %.2f: %.2f×",
 		median(cpuDirect), median(cpuRelayed), median(cpuRelayed)/median(cpuDirect))
+	t.Logf("relay system calls towards the server (ACKs): %v", io[0])
+	t.Logf("relay system calls towards the client (data): %v", io[1])
 	// The ratio is only asserted on request: on a host shared with other
 	// builds it measures the neighbours as much as the relay.
 	if br < 0.8*bd && os.Getenv("QUIVER_BENCH") == "1" {

@@ -546,6 +546,13 @@ func TestRelayAlternate(t *testing.T) {
 		t.Errorf("the servers saw the client as %v and %v, want one and the same address", ms, as)
 	}
 	r.Stop()
+	// Three datagrams each way, one read and one write each, counted
+	// whichever of the sockets carried them.
+	for i, s := range func() [2]IOStats { a, b := r.IOStats(); return [2]IOStats{a, b} }() {
+		if s != (IOStats{Reads: 3, ReadDatagrams: 3, Writes: 3, WriteDatagrams: 3}) {
+			t.Errorf("%v: %v, want 3 calls for 3 datagrams each way", Direction(i+1), s)
+		}
+	}
 	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
 	want := []Event{
 		{Kind: Sent, Dir: ToServer, Src: client, Dst: alts[0]},

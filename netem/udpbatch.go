@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -51,6 +52,58 @@ type batchConn struct {
 	// e.g. on a device without checksum offload; only the writer of the
 	// socket's batches touches it.
 	noGSO bool
+	// io counts the socket's system calls and datagrams.
+	io ioCounters
+}
+
+// ioCounters count a socket's batched system calls and the datagrams
+// they moved, to show what relaying a datagram costs.
+type ioCounters struct {
+	reads, readDatagrams   atomic.Uint64
+	writes, writeDatagrams atomic.Uint64
+}
+
+// IOStats are the system calls a relay made and the datagrams they moved.
+type IOStats struct {
+	// Reads are recvmmsg calls that returned datagrams, ReadDatagrams the
+	// datagrams they carried (a coalesced read counts each of its
+	// segments).
+	Reads, ReadDatagrams uint64
+	// Writes are sendmmsg calls, WriteDatagrams the datagrams they sent
+	// (a segmented send counts each segment).
+	Writes, WriteDatagrams uint64
+}
+
+// segmentCount is the number of datagrams in a read of n bytes cut into
+// segments of size bytes.
+func segmentCount(n, size int) uint64 {
+	if n == 0 || size <= 0 {
+		return 1
+	}
+	return uint64((n + size - 1) / size)
+}
+
+func (s *IOStats) addReads(c *ioCounters) {
+	s.Reads += c.reads.Load()
+	s.ReadDatagrams += c.readDatagrams.Load()
+}
+
+func (s *IOStats) addWrites(c *ioCounters) {
+	s.Writes += c.writes.Load()
+	s.WriteDatagrams += c.writeDatagrams.Load()
+}
+
+// Add adds o's counts to s.
+func (s *IOStats) Add(o IOStats) {
+	s.Reads, s.ReadDatagrams = s.Reads+o.Reads, s.ReadDatagrams+o.ReadDatagrams
+	s.Writes, s.WriteDatagrams = s.Writes+o.Writes, s.WriteDatagrams+o.WriteDatagrams
+}
+
+// String says how many datagrams each system call moved.
+func (s IOStats) String() string {
+	per := func(d, c uint64) float64 { return float64(d) / float64(max(c, 1)) }
+	return fmt.Sprintf("%d recvmmsg for %d datagrams (%.1f per call), %d sendmmsg for %d (%.1f per call)",
+		s.Reads, s.ReadDatagrams, per(s.ReadDatagrams, s.Reads), s.Writes, s.WriteDatagrams, per(s.WriteDatagrams, s.Writes))
 }
 
 // listenBatch opens a UDP socket on a for batched I/O with ECN, with
@@ -340,6 +393,10 @@ func (w *writeBatch) flush(pool *bufPool) (failed int) {
 func (b *batchConn) writeAll(msgs []ipv4.Message, segs, sizes []int) (failed int) {
 	for len(msgs) > 0 {
 		n, err := b.pc.WriteBatch(msgs, 0)
+		b.io.writes.Add(1)
+		for _, k := range segs[:max(n, 0)] {
+			b.io.writeDatagrams.Add(uint64(k))
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				for _, k := range segs {
