@@ -462,6 +462,15 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 // handleCrypto feeds CRYPTO data to TLS in order.
 func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) error {
 	sp := &c.spaces[space]
+	if sp.discarded {
+		// The space was discarded while this packet was being handled:
+		// an earlier frame of it completed the handshake. Its CRYPTO
+		// stream, whose record went with it, was complete, so this is a
+		// copy (RFC 9000 §2.2: "Data that has already been received can
+		// be discarded"); fed to TLS it would be handshake data at a
+		// level TLS has left.
+		return nil
+	}
 	ready, exceeded := sp.crypto.receive(f.Offset, f.Data)
 	if exceeded {
 		return localTransportError(wire.CryptoBufferExceeded, uint64(f.Type()), "RFC 9000 §7.5: CRYPTO data beyond %d bytes of buffer", maxCryptoBuffer)

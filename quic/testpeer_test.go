@@ -38,6 +38,9 @@ type testPeer struct {
 	parser      wire.Parser
 	done        bool // TLS handshake complete
 	params      *wire.TransportParameters
+	// doubleHandshakeCrypto sends each Handshake CRYPTO frame twice in its
+	// packet, as a client whose retransmission joins the original may.
+	doubleHandshakeCrypto bool
 }
 
 func newTestPeer(t *testing.T, n *memNet, serverAddr string) *testPeer {
@@ -123,7 +126,12 @@ func (p *testPeer) tlsEvents() {
 			p.crypto[sp].write(e.Data)
 			for len(e.Data) > 0 {
 				n := min(len(e.Data), 1000)
-				p.writeFrames(sp, &wire.CryptoFrame{Offset: off, Data: e.Data[:n]})
+				f := &wire.CryptoFrame{Offset: off, Data: e.Data[:n]}
+				if p.doubleHandshakeCrypto && sp == handshakeSpace {
+					p.writeFrames(sp, f, f)
+				} else {
+					p.writeFrames(sp, f)
+				}
 				off += uint64(n)
 				e.Data = e.Data[n:]
 			}
@@ -373,6 +381,38 @@ func startPeerTest(t *testing.T, cfg *Config) (*testPeer, *Endpoint) {
 	p := newTestPeer(t, n, testServerAddr)
 	p.handshake("hq-interop")
 	return p, ep
+}
+
+// TestPeerDuplicateFinished sends the client's Finished twice in one
+// Handshake packet. The first copy completes the handshake, and the
+// server discards the Handshake space (RFC 9001 §4.9.2) before it reads
+// the second; the copy must be ignored as the duplicate it is (RFC 9000
+// §2.2), not handed to TLS, which closed such connections with
+// CRYPTO_ERROR "handshake data received at wrong level" in the
+// handshakeloss interop cell.
+func TestPeerDuplicateFinished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		p := newTestPeer(t, n, testServerAddr)
+		p.doubleHandshakeCrypto = true
+		p.handshake("hq-interop")
+		var closed *wire.ConnectionCloseFrame
+		p.wantFrame("HANDSHAKE_DONE after the doubled Finished", func(space spaceID, f wire.Frame) bool {
+			if cc, ok := f.(*wire.ConnectionCloseFrame); ok && closed == nil {
+				closed = cc
+			}
+			_, ok := f.(*wire.HandshakeDoneFrame)
+			return closed != nil || ok && space == appSpace
+		})
+		if closed != nil {
+			t.Fatalf("server closed with %+v", closed)
+		}
+	})
 }
 
 func TestPeerHandshake(t *testing.T) {
