@@ -46,6 +46,9 @@ type rawClient struct {
 
 	tls         *tls.QUICConn
 	clientHello []byte
+	// rewriteHello edits the ClientHello before it is first sent (see
+	// rawOptions.RewriteHello).
+	rewriteHello func([]byte) []byte
 
 	seal, open [3]*protect.Keys
 	nextPN     [3]uint64
@@ -144,6 +147,11 @@ type rawOptions struct {
 	RawTP      []byte                    // overrides TP
 	LocalIP    netip.Addr                // the socket's local address (default: any)
 	Token      []byte                    // the Initial token (a NEW_TOKEN value)
+	// RewriteHello replaces the ClientHello crypto/tls wrote before it is
+	// sent (and resent). TLS keeps hashing the original, so a handshake
+	// the server goes on with cannot complete: such probes judge from the
+	// server's Initial packets.
+	RewriteHello func([]byte) []byte
 }
 
 func randomBytes(n int) []byte {
@@ -188,6 +196,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 		rc.scid = randomBytes(8)
 	}
 	rc.token = o.Token
+	rc.rewriteHello = o.RewriteHello
 	rc.alpn = o.ALPN
 	if rc.alpn == nil {
 		rc.alpn = []string{t.alpn()}
@@ -259,6 +268,9 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 	}
 	rc.drainTLS()
 	rc.clientHello = append([]byte(nil), rc.cryptoQ[0]...)
+	if rc.rewriteHello != nil {
+		rc.clientHello = rc.rewriteHello(rc.clientHello)
+	}
 	return rc.clientHello
 }
 

@@ -49,7 +49,9 @@ func TLS13Suites() []uint16 {
 // is not a TLS 1.3 suite (RFC 8446 §B.4) is an error and changes nothing.
 // TLS_AES_128_CCM_SHA256 and TLS_AES_128_CCM_8_SHA256 may be offered, for
 // conformance probes, but crypto/tls implements neither: a server that
-// selects one fails the handshake.
+// selects one fails the handshake. Reserved GREASE values (RFC 8701:
+// 0x0A0A, 0x1A1A, … 0xFAFA) may be listed too, so that a client offers
+// them; a server never selects one, since crypto/tls knows no such suite.
 func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 	if len(suites) == 0 {
 		return nil, fmt.Errorf("quic: RestrictTLS13Suites needs at least one suite")
@@ -59,6 +61,9 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256,
 			TLS_AES_128_CCM_SHA256, TLS_AES_128_CCM_8_SHA256:
 		default:
+			if IsGreaseValue(s) {
+				continue
+			}
 			return nil, fmt.Errorf("quic: %s (%#04x) is not a TLS 1.3 cipher suite", tls.CipherSuiteName(s), s)
 		}
 	}
@@ -75,6 +80,13 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 			tls13Suites, tls13SuitesNoAES = saved, savedNoAES
 		})
 	}, nil
+}
+
+// IsGreaseValue reports whether v is one of the sixteen reserved GREASE
+// code points of RFC 8701 §2 (0x0A0A, 0x1A1A, … 0xFAFA), which TLS cipher
+// suites, extensions, groups and versions all reserve.
+func IsGreaseValue(v uint16) bool {
+	return v&0x0f0f == 0x0a0a && v>>8 == v&0xff
 }
 
 // ParseTLS13Suite maps a cipher name as users write it (aes128, aes256,

@@ -85,7 +85,7 @@ func TestRestrictTLS13Suites(t *testing.T) {
 
 func TestRestrictTLS13SuitesRejects(t *testing.T) {
 	before := TLS13Suites()
-	for _, bad := range [][]uint16{nil, {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}} {
+	for _, bad := range [][]uint16{nil, {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, {0x0a1a}, {0x0b0b}} {
 		if _, err := RestrictTLS13Suites(bad...); err == nil {
 			t.Errorf("RestrictTLS13Suites(%x) accepted", bad)
 		}
@@ -95,5 +95,22 @@ func TestRestrictTLS13SuitesRejects(t *testing.T) {
 	}
 	if _, err := ParseTLS13Suite("rc4"); err == nil {
 		t.Error("ParseTLS13Suite(rc4) accepted")
+	}
+}
+
+func TestRestrictTLS13SuitesGrease(t *testing.T) {
+	restore, err := RestrictTLS13Suites(0x0a0a, 0xfafa, tls.TLS_AES_128_GCM_SHA256)
+	if err != nil {
+		t.Fatalf("GREASE values refused: %v", err)
+	}
+	defer restore()
+	if got := TLS13Suites(); !slices.Equal(got, []uint16{0x0a0a, 0xfafa, tls.TLS_AES_128_GCM_SHA256}) {
+		t.Errorf("TLS13Suites() = %x", got)
+	}
+	for v := 0; v < 1<<16; v++ {
+		want := v>>8 == v&0xff && v&0x0f == 0x0a
+		if got := IsGreaseValue(uint16(v)); got != want {
+			t.Errorf("IsGreaseValue(%#04x) = %v", v, got)
+		}
 	}
 }
