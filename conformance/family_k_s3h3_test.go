@@ -227,3 +227,78 @@ func FuzzH3Observe(f *testing.F) {
 		judgeGoesOn(v, 0, "x")
 	})
 }
+
+func TestJudgeQPACK(t *testing.T) {
+	ok := streamPacket(0, response("200", "x"), true)
+	dynamic := streamPacket(4, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), h3Frame(0x00, []byte("x"))), true)
+	dec := func(b ...byte) *packet { return streamPacket(11, append([]byte{0x03}, b...), false) }
+	enc := func(b ...byte) *packet { return streamPacket(7, append([]byte{0x02}, b...), false) }
+	for _, tc := range []struct {
+		name string
+		ps   []*packet
+		want Verdict
+	}{
+		{"acked", []*packet{ok, dec(0x80)}, Pass},
+		{"other stream acked", []*packet{ok, dec(0x84)}, Fail},
+		{"no decoder stream", []*packet{ok}, Fail},
+		{"closed", []*packet{seenPacket(&wire.ConnectionCloseFrame{Application: true, ErrorCode: 0x200})}, Inconclusive},
+		{"nothing", nil, Inconclusive},
+	} {
+		if j := judgeSectionAck(h3Observe(tc.ps, -1, 0), 0); j.v != tc.want {
+			t.Errorf("section ack, %s: %s (%s), want %s", tc.name, j.v, j.sentence, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ps   []*packet
+		want Verdict
+	}{
+		{"static", []*packet{ok, enc()}, Pass},
+		{"capacity 0 instruction", []*packet{ok, enc(0x20)}, Fail},
+		{"dynamic section", []*packet{ok, dynamic}, Fail},
+		{"no answer", []*packet{enc()}, Inconclusive},
+	} {
+		if j := judgeZeroCapacity(h3Observe(tc.ps, -1, 0), []uint64{0, 4}); j.v != tc.want {
+			t.Errorf("zero capacity, %s: %s (%s), want %s", tc.name, j.v, j.sentence, tc.want)
+		}
+	}
+	dynamic2 := streamPacket(8, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), h3Frame(0x00, []byte("x"))), true)
+	for _, tc := range []struct {
+		name              string
+		ps                []*packet
+		capacity, blocked Verdict
+		dynamic           bool
+	}{
+		{"static", []*packet{ok}, Pass, Pass, false},
+		{"one blocked", []*packet{ok, enc(0x3f, 0xe1, 0x01), dynamic}, Pass, Pass, true},
+		{"capacity too big", []*packet{ok, enc(0x3f, 0xe2, 0x01)}, Fail, Pass, false},
+		{"two blocked", []*packet{dynamic, dynamic2}, Pass, Fail, true},
+	} {
+		js, dyn := judgeCapacityRespected(h3Observe(tc.ps, -1, 0), []uint64{0, 4, 8}, 256, 1)
+		if js[0].v != tc.capacity || js[1].v != tc.blocked || dyn != tc.dynamic {
+			t.Errorf("capacity respected, %s: %s, %s, dynamic %v (%s / %s)", tc.name, js[0].v, js[1].v, dyn, js[0].sentence, js[1].sentence)
+		}
+	}
+}
+
+func TestDynamicRequest(t *testing.T) {
+	p := &Profile{Target: Target{Address: "127.0.0.1:443"}}
+	ins, section, n := dynamicRequest(p, "/small.txt", 4096, 4096)
+	if n != 3 || len(ins) != 4 {
+		t.Fatalf("%d inserts, %d instructions", n, len(ins))
+	}
+	parsed, rest := parseEncoderStream(cat(ins...))
+	if len(parsed) != 4 || len(rest) != 0 || parsed[0] != (qpackInstr{kind: qpackSetCapacity, value: 4096}) {
+		t.Errorf("instructions parse as %+v, rest %x", parsed, rest)
+	}
+	// Required Insert Count 3 with MaxEntries 128 encodes as 4; Base 3.
+	if enc, _ := sectionInsertCount(section); enc != 4 || section[1] != 0x00 {
+		t.Errorf("section prefix %x", section[:2])
+	}
+	// Only the entries that fit are inserted: 50 bytes hold ":path:
+	// /small.txt" (47 bytes) but not ":authority: localhost" (51).
+	_, _, n = dynamicRequest(p, "/small.txt", 4096, 50)
+	if n != 1 {
+		t.Errorf("capacity 50 holds %d inserts, want 1", n)
+	}
+}
