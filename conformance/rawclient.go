@@ -49,6 +49,7 @@ type rawClient struct {
 	// rewriteHello edits the ClientHello before it is first sent (see
 	// rawOptions.RewriteHello).
 	rewriteHello func([]byte) []byte
+	curves       []tls.CurveID
 
 	seal, open [3]*protect.Keys
 	nextPN     [3]uint64
@@ -93,7 +94,14 @@ type rawClient struct {
 	// BeforeFinished, when set, runs once when the client's Finished is
 	// ready to leave; the handshake waits until it returns.
 	BeforeFinished func()
-	holdFinished   bool
+	// CoalesceFinished, when set, makes the client's Finished leave in one
+	// datagram with an Initial (ACK) before it and a 1-RTT packet after
+	// it carrying the frames CoalesceFinished returns.
+	CoalesceFinished func() []wire.Frame
+	// FirstFlight, when set, sends the ClientHello instead of the one
+	// 1200-byte Initial of Handshake, both at the start and after a Retry.
+	FirstFlight  func()
+	holdFinished bool
 	// streams reassembles the server's stream data (rawfetch.go).
 	streams   map[uint64]*rawStream
 	nextBidi  uint64
@@ -152,6 +160,9 @@ type rawOptions struct {
 	// the server goes on with cannot complete: such probes judge from the
 	// server's Initial packets.
 	RewriteHello func([]byte) []byte
+	// Curves are the key exchanges offered (default X25519 and P-256,
+	// which keep the ClientHello in one Initial packet).
+	Curves []tls.CurveID
 }
 
 func randomBytes(n int) []byte {
@@ -197,6 +208,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	}
 	rc.token = o.Token
 	rc.rewriteHello = o.RewriteHello
+	rc.curves = o.Curves
 	rc.alpn = o.ALPN
 	if rc.alpn == nil {
 		rc.alpn = []string{t.alpn()}
@@ -251,6 +263,9 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 	if rc.tls != nil {
 		return rc.clientHello
 	}
+	if rc.curves == nil {
+		rc.curves = []tls.CurveID{tls.X25519, tls.CurveP256}
+	}
 	rc.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{
 		ServerName:         rc.t.profile.sni(),
 		NextProtos:         rc.alpn,
@@ -259,7 +274,7 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 		KeyLogWriter:       rc.t.rec,
 		// Classical groups only, so the ClientHello fits one Initial
 		// packet; a hybrid post-quantum key share alone is 1,216 bytes.
-		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
+		CurvePreferences: rc.curves,
 	}})
 	rc.t.cleanup(func() { rc.tls.Close() })
 	rc.tls.SetTransportParameters(rc.tp)
@@ -503,7 +518,12 @@ func (rc *rawClient) sendClientHello(ctx context.Context, pad int) {
 // or the deadline. It repeats the ClientHello if nothing comes back.
 func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
-	rc.sendClientHello(ctx, 1200)
+	if rc.FirstFlight != nil {
+		rc.ClientHello(ctx)
+		rc.FirstFlight()
+	} else {
+		rc.sendClientHello(ctx, 1200)
+	}
 	for tries := 0; ; tries++ {
 		wait := min(time.Until(deadline), time.Second<<tries)
 		if wait <= 0 {
@@ -513,7 +533,9 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 		if rc.confirmed || rc.tlsErr != nil || rc.peerClosed || ctx.Err() != nil {
 			break
 		}
-		if rc.serverSCID == nil {
+		if rc.serverSCID == nil && rc.FirstFlight != nil {
+			rc.FirstFlight()
+		} else if rc.serverSCID == nil {
 			// Nothing yet from the server: send the first flight again.
 			ch := rc.ClientHello(ctx)
 			pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
@@ -686,6 +708,10 @@ func (rc *rawClient) handleRetry(b []byte, p *packet) {
 	rc.dcid = rc.retrySCID
 	rc.initialKeys(rc.dcid)
 	rc.t.Fact("retry.policy", "retry seen")
+	if rc.FirstFlight != nil {
+		rc.FirstFlight()
+		return
+	}
 	ch := rc.clientHello
 	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
 	rc.send(pkt)
@@ -794,6 +820,18 @@ func (rc *rawClient) flush() {
 			hs, _ = rc.longPacket(1, fr, longOpts{})
 		}
 		rc.ackOwed[1] = false
+	}
+	if hs != nil && finished && rc.CoalesceFinished != nil && rc.seal[2] != nil {
+		// One datagram: Initial (ACK), Handshake (Finished), 1-RTT, in
+		// order of encryption level (RFC 9000 §12.2), the Initial padded
+		// so that the datagram is 1200 bytes (§14.1).
+		frames := rc.CoalesceFinished()
+		rc.CoalesceFinished = nil
+		short, _ := rc.shortPacket(frames, shortOpts{})
+		in, _ := rc.longPacket(0, []wire.Frame{rc.ackFrame(0)}, longOpts{PadTo: 1200 - len(hs) - len(short)})
+		rc.ackOwed[0] = false
+		rc.send(in, hs, short)
+		hs = nil
 	}
 	var in []byte
 	if rc.seal[0] != nil && rc.ackOwed[0] && !rc.handshakeSent {

@@ -194,3 +194,72 @@ func TestJudgeSCIDChange(t *testing.T) {
 		}
 	}
 }
+
+// TestS3HSFlights runs the ClientHello reassembly and coalesced-flight
+// scenarios against Quiver's server, with and without Retry.
+func TestS3HSFlights(t *testing.T) {
+	want := map[string][]Verdict{
+		"hs-clienthello-split-reordered": {Pass},
+		"hs-clienthello-multi-datagram":  {Pass},
+		"hs-coalesced-client-flight":     {Pass},
+	}
+	t.Run("default", func(t *testing.T) { expectVerdicts(t, "quiver", startQuiver(t), want) })
+	t.Run("retry", func(t *testing.T) {
+		addr := startQuiverWith(t, func(c *quic.Config) { c.RequireRetry = true })
+		expectVerdicts(t, "quiver-retry", addr, want)
+	})
+}
+
+// TestJudgeReassembly shows hs-clienthello-* failing a server that
+// acknowledges every part of the ClientHello but never answers, and
+// staying inconclusive when a part went unacknowledged.
+func TestJudgeReassembly(t *testing.T) {
+	flight := []*packet{{sent: true, space: 0, pn: 1}, {sent: true, space: 0, pn: 0}}
+	ack := &packet{space: 0, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: 1}}}}}
+	ackOne := &packet{space: 0, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 1, Largest: 1}}}}}
+	hello := &packet{space: 0, frames: []wire.Frame{&wire.CryptoFrame{Data: []byte{2}}}}
+	for _, tc := range []struct {
+		name string
+		ps   []*packet
+		want Verdict
+	}{
+		{"acked-silent", []*packet{ack}, Fail},
+		{"one-acked", []*packet{ackOne}, Inconclusive},
+		{"answered", []*packet{ack, hello}, Inconclusive},
+	} {
+		tt := &T{sc: &Scenario{ID: "x", Requirements: []Requirement{reqCryptoBuffer}}}
+		r := judgeReassembly(tc.ps, 0, flight, false)
+		func() {
+			defer func() { recover() }()
+			done := make(chan struct{})
+			go func() { defer close(done); tt.reportReassembly(r, flight, 300, nil, tc.ps) }()
+			<-done
+		}()
+		if len(tt.checks) != 1 || tt.checks[0].Verdict != tc.want {
+			t.Errorf("%s: %+v, want %s", tc.name, tt.checks, tc.want)
+		}
+	}
+}
+
+// TestJudgeCoalesced shows hs-coalesced-client-flight failing a server
+// that drops one packet of a coalesced datagram but acknowledges a later
+// one of the same space.
+func TestJudgeCoalesced(t *testing.T) {
+	ackOf := func(space int, pn uint64) *packet {
+		return &packet{space: space, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: pn, Largest: pn}}}}}
+	}
+	hsLater := &packet{sent: true, space: 1, pn: 3}
+	appLater := &packet{sent: true, space: 2, pn: 1}
+	c := judgeCoalesced([]*packet{ackOf(1, 3), ackOf(2, 1)}, 0, 2, 0, hsLater, appLater, false, false)
+	if !c.hsLost || !c.appLost {
+		t.Errorf("dropped packets not found: %+v", c)
+	}
+	c = judgeCoalesced([]*packet{ackOf(1, 2), ackOf(2, 0)}, 0, 2, 0, nil, nil, false, false)
+	if !c.hsDone || !c.appDone || c.hsLost || c.appLost {
+		t.Errorf("processed packets judged lost: %+v", c)
+	}
+	c = judgeCoalesced(nil, 0, 2, 0, nil, nil, true, true)
+	if !c.hsDone || !c.appDone {
+		t.Errorf("HANDSHAKE_DONE and an answer do not count as processing: %+v", c)
+	}
+}
