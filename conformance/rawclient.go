@@ -272,8 +272,9 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 		InsecureSkipVerify: true,
 		MinVersion:         tls.VersionTLS13,
 		KeyLogWriter:       rc.t.rec,
-		// Classical groups only, so the ClientHello fits one Initial
-		// packet; a hybrid post-quantum key share alone is 1,216 bytes.
+		// By default classical groups only, so the ClientHello fits one
+		// Initial packet; a hybrid post-quantum key share alone is 1,216
+		// bytes.
 		CurvePreferences: rc.curves,
 	}})
 	rc.t.cleanup(func() { rc.tls.Close() })
