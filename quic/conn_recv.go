@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -17,6 +18,11 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 		return
 	}
 	if c.probe != nil && c.probe.DropIncoming != nil && c.probe.DropIncoming(d.b) {
+		return
+	}
+	if c.isClient && !c.knownServerAddr(d.addr) {
+		// RFC 9000 §9: "If a client receives packets from an unknown
+		// server address, the client MUST discard these packets."
 		return
 	}
 	c.stats.recv++
@@ -49,6 +55,17 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 		return
 	}
 	c.retryUndecryptable(now)
+}
+
+// knownServerAddr reports whether a client's datagram comes from the
+// server's address or from the preferred address it is validating.
+func (c *Conn) knownServerAddr(a netip.AddrPort) bool {
+	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	if a == netip.AddrPortFrom(c.peerAddr.Addr().Unmap(), c.peerAddr.Port()) {
+		return true
+	}
+	p := &c.pref.probe
+	return p.active && a == netip.AddrPortFrom(p.addr.Addr().Unmap(), p.addr.Port())
 }
 
 // isStatelessReset reports whether a datagram that could not be processed
