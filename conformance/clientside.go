@@ -142,8 +142,9 @@ type testServer struct {
 	hold  chan struct{}
 
 	mu      sync.Mutex
-	inbound []rawDatagram
-	odcid   []byte
+	inbound      []rawDatagram
+	odcid        []byte
+	odcidVersion wire.Version
 }
 
 // rawDatagram is a datagram from the client, with the header of its first
@@ -215,8 +216,11 @@ func (s *testServer) noteInbound(d []byte, peer netip.AddrPort) {
 	s.trace.setAddrs(s.addr, peer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil && h.Type == wire.PacketTypeInitial && s.odcid == nil {
+	// A client that starts again in another version after a Version
+	// Negotiation packet makes a new first Initial.
+	if err == nil && h.Type == wire.PacketTypeInitial && (s.odcid == nil || h.Version != s.odcidVersion) {
 		s.odcid = append([]byte(nil), h.DCID...)
+		s.odcidVersion = h.Version
 	}
 	s.inbound = append(s.inbound, rawDatagram{at: now, size: len(d), b: d, header: h, err: err})
 	s.mu.Unlock()
