@@ -16,4 +16,12 @@ func TestMisbehavingServerTLS(t *testing.T) {
 		addr := startQuiverWith(t, func(c *quic.Config) { c.TLSConfig.NextProtos = nil })
 		expectVerdicts(t, "quiver-no-alpn", addr, map[string][]Verdict{"tls-alpn-absent": {Fail}})
 	})
+	t.Run("old-keys", func(t *testing.T) {
+		// The server opens a packet that its current and next keys
+		// cannot with the previous keys and processes it (RFC 9001 §6.4
+		// wants KEY_UPDATE_ERROR, or the packet dropped once the old keys
+		// are gone).
+		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{OpenWithOldKeys: true} })
+		expectVerdicts(t, "quiver-old-keys", addr, map[string][]Verdict{"tls-key-update-old-keys-after-new": {Fail}})
+	})
 }

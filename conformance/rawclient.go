@@ -107,8 +107,12 @@ type rawClient struct {
 	nextBidi  uint64
 	h3Control bool
 	// readPhase and writePhase are the 1-RTT key phases in use; the
-	// client follows the server's key updates.
+	// client follows the server's key updates. readGen and writeGen
+	// count the updates of each direction, so that a client that updated
+	// its own keys (updateKeys) does not update them again when the
+	// server follows.
 	readPhase, writePhase int
+	readGen, writeGen     int
 	// Spin runs the client side of the latency spin bit (RFC 9000
 	// §17.4): each 1-RTT packet carries the inverse of the spin value of
 	// the highest-numbered 1-RTT packet received.
@@ -419,6 +423,9 @@ type shortOpts struct {
 	PadTo        int
 	NoPad        bool // do not pad short payloads up to the sample size
 	Keys         *protect.Keys
+	// HP overrides the header protection of Keys (a packet sealed with
+	// keys nobody has, under the real header protection).
+	HP *protect.HeaderProtector
 	// Path is the path the packet will leave on, for the evidence
 	// (default: the current one).
 	Path *int
@@ -459,8 +466,12 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 		rc.t.Errorf("no 1-RTT keys to seal with")
 	}
 	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
+	hp := k.HeaderProtector()
+	if o.HP != nil {
+		hp = o.HP
+	}
 	if len(pkt) >= pnOff+4+protect.SampleSize {
-		if _, err := k.HeaderProtector().Apply(pkt, pnOff, false); err != nil {
+		if _, err := hp.Apply(pkt, pnOff, false); err != nil {
 			rc.t.Errorf("header protection: %v", err)
 		}
 	}
@@ -664,18 +675,34 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 	}
 	pn := wire.DecodePacketNumber(rc.largest[2], wire.ReadPacketNumber(pkt[pnOff:], pnLen), pnLen*8)
 	phase := int(pkt[0]>>2) & 1
+	gens := 0 // generations the server moved on
 	if phase != rc.readPhase {
-		// The server started a key update (RFC 9001 §6): open with the
-		// next generation, and answer in it (§6.2).
+		// The server started a key update (RFC 9001 §6), or followed
+		// one of the tester's: open with the next generation, and
+		// answer in it (§6.2).
 		if next, err := k.Next(); err == nil {
-			k = next
+			k, gens = next, 1
 		}
 	}
 	payload, err := k.Open(nil, pkt[:pnOff+pnLen], pkt[pnOff+pnLen:], pn)
-	if err == nil && phase != rc.readPhase {
+	if err != nil && phase == rc.readPhase && rc.writeGen >= rc.readGen+2 {
+		// The tester updated twice in a row (tls-key-update-consecutive)
+		// and the server followed both at once: the same Key Phase bit,
+		// two generations on.
+		if k1, err1 := k.Next(); err1 == nil {
+			if k2, err2 := k1.Next(); err2 == nil {
+				if payload, err = k2.Open(nil, pkt[:pnOff+pnLen], pkt[pnOff+pnLen:], pn); err == nil {
+					k, gens = k2, 2
+				}
+			}
+		}
+	}
+	if err == nil && gens > 0 {
 		rc.open[2], rc.readPhase = k, phase
-		if next, err := rc.seal[2].Next(); err == nil && rc.writePhase != phase {
+		rc.readGen += gens
+		if next, err := rc.seal[2].Next(); err == nil && rc.writeGen < rc.readGen {
 			rc.seal[2], rc.writePhase = next, phase
+			rc.writeGen++
 		}
 	}
 	if err != nil {

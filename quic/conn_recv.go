@@ -245,8 +245,15 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 			c.mu.Unlock()
 		}
 	} else if space == appSpace {
+		var ciphertext []byte // a copy for the probe: a failed Open in place clears the buffer
+		if c.probe != nil && c.probe.OpenWithOldKeys {
+			ciphertext = append([]byte(nil), pkt[hdrLen:]...)
+		}
 		var updated bool
 		payload, updated, err = c.appKeys.Open(pkt[hdrLen:hdrLen], pkt[:hdrLen], pkt[hdrLen:], pn, boolBit(wire.KeyPhase(pkt[0])))
+		if err != nil && ciphertext != nil {
+			payload, err = c.openWithOldKeys(pkt[:hdrLen], ciphertext, pn)
+		}
 		if err == nil && updated {
 			c.qlogKeyUpdated(now, 0, true, "remote_update")
 		}

@@ -3,6 +3,7 @@ package quic
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -59,6 +60,12 @@ type Probe struct {
 	// NoKeyUpdateAck withholds acknowledgments of 1-RTT packets received
 	// after the peer started a key update.
 	NoKeyUpdateAck bool
+	// OpenWithOldKeys makes the engine open a 1-RTT packet that the keys
+	// RFC 9001 §6.5 selects cannot open with the previous read keys
+	// instead, while it still holds them, and process it: the old-key
+	// packet after newer keys that §6.4 makes a KEY_UPDATE_ERROR. A
+	// misbehaving server for conformance tests.
+	OpenWithOldKeys bool
 	// SkipPacketNumber, when it returns true, makes the engine skip one
 	// packet number in that space before the next packet.
 	SkipPacketNumber func(space int) bool
@@ -107,6 +114,16 @@ const (
 // probeRuntime is the loop-owned state of probe actions.
 type probeRuntime struct {
 	inject [numSpaces][]wire.Frame
+}
+
+// openWithOldKeys opens a 1-RTT packet with the previous read keys (see
+// Probe.OpenWithOldKeys).
+func (c *Conn) openWithOldKeys(header, ciphertext []byte, pn uint64) ([]byte, error) {
+	prev := c.appKeys.PreviousRead()
+	if prev == nil {
+		return nil, errors.New("no previous read keys")
+	}
+	return prev.Open(nil, header, ciphertext, pn)
 }
 
 // InjectFrames queues frames to be sent verbatim in the next packet of
