@@ -79,6 +79,9 @@ func (s *cidState) usePeerCID() bool {
 	s.peer = s.peer[1:]
 	s.peerSeq = e.seq
 	s.c.peerCID = e.cid
+	// The new ID's token is the one a stateless reset now carries; the
+	// retired one's no longer counts (RFC 9000 §10.3.1).
+	s.peerResetToken, s.havePeerResetToken = e.token, true
 	return true
 }
 

@@ -81,3 +81,31 @@ func TestIssueConnectionIDSequence(t *testing.T) {
 		}
 	})
 }
+
+// TestStatelessResetTokensChecked: only the token of the peer's connection
+// ID in use makes a datagram a stateless reset; unused spares and retired
+// IDs do not (RFC 9000 §10.3.1: "An endpoint MUST NOT check for any
+// stateless reset tokens associated with connection IDs it has not used
+// or for connection IDs that have been retired").
+func TestStatelessResetTokensChecked(t *testing.T) {
+	c := &Conn{}
+	c.cids.c = c
+	tok := func(b byte) [16]byte { return [16]byte{b, 0xaa, b} }
+	reset := func(k [16]byte) []byte { return append([]byte{0x40, 1, 2, 3, 4, 5, 6, 7, 8}, k[:]...) }
+	c.cids.peer = []peerCIDEntry{{seq: 1, cid: []byte{1}, token: tok(1)}, {seq: 2, cid: []byte{2}, token: tok(2)}}
+	for _, tc := range []struct {
+		step   string
+		tokens map[byte]bool
+	}{
+		{"sequence 0 in use, without a token", map[byte]bool{1: false, 2: false}},
+		{"sequence 1 in use", map[byte]bool{1: true, 2: false}},
+		{"sequence 2 in use, 1 retired", map[byte]bool{1: false, 2: true}},
+	} {
+		for b, want := range tc.tokens {
+			if got := c.isStatelessReset(reset(tok(b))); got != want {
+				t.Errorf("%s: a datagram ending in the token of sequence %d is a reset: %v, want %v", tc.step, b, got, want)
+			}
+		}
+		c.cids.usePeerCID()
+	}
+}

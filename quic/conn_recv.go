@@ -69,7 +69,11 @@ func (c *Conn) knownServerAddr(a netip.AddrPort) bool {
 }
 
 // isStatelessReset reports whether a datagram that could not be processed
-// ends with a stateless reset token the peer gave us.
+// ends with the stateless reset token of a connection ID of the peer's
+// that we use: the one in use, and the one a path validation sends to.
+// RFC 9000 §10.3.1: "An endpoint MUST NOT check for any stateless reset
+// tokens associated with connection IDs it has not used or for connection
+// IDs that have been retired", so the unused spares do not count.
 func (c *Conn) isStatelessReset(b []byte) bool {
 	if len(b) < 21 || b[0]&0x80 != 0 {
 		return false
@@ -78,10 +82,8 @@ func (c *Conn) isStatelessReset(b []byte) bool {
 	if c.cids.havePeerResetToken && subtle.ConstantTimeCompare(tail, c.cids.peerResetToken[:]) == 1 {
 		return true
 	}
-	for _, e := range c.cids.peer {
-		if subtle.ConstantTimeCompare(tail, e.token[:]) == 1 {
-			return true
-		}
+	if p := &c.pref.probe; p.active && subtle.ConstantTimeCompare(tail, p.dcidTok[:]) == 1 {
+		return true
 	}
 	return false
 }
