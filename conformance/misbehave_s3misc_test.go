@@ -112,3 +112,57 @@ func TestJudgeClosePlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestMisbehavingServerIgnoresReset: a server that never sees 50-byte
+// datagrams (the size of the tester's stateless reset) goes on after one.
+func TestMisbehavingServerIgnoresReset(t *testing.T) {
+	addr := startQuiverWith(t, func(c *quic.Config) {
+		c.Probe = &quic.Probe{DropIncoming: func(b []byte) bool { return len(b) == 50 && b[0]&0x80 == 0 }}
+	})
+	expectVerdicts(t, "quiver-ignores-resets", addr, map[string][]Verdict{"sr-honoured-by-server": {Fail}})
+}
+
+func TestJudgeSRSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		probes []srProbe
+		want   map[string]Verdict // check name → verdict; nothing else may fire
+	}{
+		{"conforming", []srProbe{{1200, [][]byte{make([]byte, 43)}}, {18, nil}, {30, [][]byte{make([]byte, 29)}}, {43, [][]byte{make([]byte, 42)}}, {60, [][]byte{make([]byte, 43)}}}, nil},
+		{"answers-18", []srProbe{{18, [][]byte{make([]byte, 21)}}}, map[string]Verdict{"too-small": Fail}},
+		{"long-header", []srProbe{{60, [][]byte{append([]byte{0xc0}, make([]byte, 40)...)}}}, map[string]Verdict{"short-header": Fail}},
+		{"amplifies", []srProbe{{60, [][]byte{make([]byte, 180)}}}, map[string]Verdict{"amplification": Fail, "smaller": Observed}},
+		{"not-one-shorter", []srProbe{{43, [][]byte{make([]byte, 30)}}}, map[string]Verdict{"one-shorter": Warn}},
+		{"not-smaller", []srProbe{{60, [][]byte{make([]byte, 60)}}}, map[string]Verdict{"smaller": Observed}},
+	} {
+		got := map[string]Verdict{}
+		for _, j := range judgeSRSizes(tc.probes) {
+			got[j.name] = j.verdict
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: judged %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: judged %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestForeignOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		pre, acked, answered bool
+		want                 Verdict
+	}{
+		{false, true, true, Inconclusive},
+		{true, true, true, Pass},
+		{true, false, false, Fail},
+		{true, false, true, Inconclusive},
+	} {
+		if got := foreignOutcome(tc.pre, tc.acked, tc.answered); got != tc.want {
+			t.Errorf("foreignOutcome(%v, %v, %v) = %s, want %s", tc.pre, tc.acked, tc.answered, got, tc.want)
+		}
+	}
+}
