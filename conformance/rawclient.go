@@ -46,6 +46,12 @@ type rawClient struct {
 
 	tls         *tls.QUICConn
 	clientHello []byte
+	sessions    tls.ClientSessionCache
+	// seal0RTT are the 0-RTT keys when TLS offered early data;
+	// earlyRejected is set when the server declined it (RFC 9001
+	// §4.6.2).
+	seal0RTT      *protect.Keys
+	earlyRejected bool
 	// rewriteHello edits the ClientHello before it is first sent (see
 	// rawOptions.RewriteHello).
 	rewriteHello func([]byte) []byte
@@ -167,6 +173,10 @@ type rawOptions struct {
 	// Curves are the key exchanges offered (default X25519 and P-256,
 	// which keep the ClientHello in one Initial packet).
 	Curves []tls.CurveID
+	// Sessions, when set, keeps the session tickets the server sends and
+	// offers one (with early data, when the ticket allows it) in the
+	// ClientHello.
+	Sessions tls.ClientSessionCache
 }
 
 func randomBytes(n int) []byte {
@@ -213,6 +223,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	rc.token = o.Token
 	rc.rewriteHello = o.RewriteHello
 	rc.curves = o.Curves
+	rc.sessions = o.Sessions
 	rc.alpn = o.ALPN
 	if rc.alpn == nil {
 		rc.alpn = []string{t.alpn()}
@@ -279,7 +290,8 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 		// By default classical groups only, so the ClientHello fits one
 		// Initial packet; a hybrid post-quantum key share alone is 1,216
 		// bytes.
-		CurvePreferences: rc.curves,
+		CurvePreferences:   rc.curves,
+		ClientSessionCache: rc.sessions,
 	}})
 	rc.t.cleanup(func() { rc.tls.Close() })
 	rc.tls.SetTransportParameters(rc.tp)
@@ -314,6 +326,12 @@ func (rc *rawClient) drainTLS() {
 		case tls.QUICNoEvent:
 			return
 		case tls.QUICSetReadSecret, tls.QUICSetWriteSecret:
+			if ev.Level == tls.QUICEncryptionLevelEarly && ev.Kind == tls.QUICSetWriteSecret {
+				if k, err := protect.NewKeys(rc.version, ev.Suite, ev.Data); err == nil {
+					rc.seal0RTT = k
+				}
+				continue
+			}
 			sp := levelSpace(ev.Level)
 			if sp < 0 {
 				continue
@@ -336,6 +354,8 @@ func (rc *rawClient) drainTLS() {
 			rc.serverTP = append([]byte(nil), ev.Data...)
 		case tls.QUICTransportParametersRequired:
 			rc.tls.SetTransportParameters(rc.tp)
+		case tls.QUICRejectedEarlyData:
+			rc.earlyRejected = true
 		case tls.QUICHandshakeDone:
 			rc.tlsDone = true
 		case tls.QUICErrorEvent:
@@ -354,6 +374,9 @@ type longOpts struct {
 	PNLen        int // default 4
 	PadTo        int // pad the packet with PADDING to this many bytes
 	Keys         *protect.Keys
+	// Type overrides the packet type the space gives (a 0-RTT packet in
+	// the application space).
+	Type wire.PacketType
 }
 
 // longPacket builds and protects a long-header packet in space (0 Initial,
@@ -362,6 +385,9 @@ func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]b
 	pt := wire.PacketTypeInitial
 	if space == 1 {
 		pt = wire.PacketTypeHandshake
+	}
+	if o.Type != wire.PacketTypeUnknown {
+		pt = o.Type
 	}
 	v := o.Version
 	if v == 0 {

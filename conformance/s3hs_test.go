@@ -263,3 +263,33 @@ func TestJudgeCoalesced(t *testing.T) {
 		t.Errorf("HANDSHAKE_DONE and an answer do not count as processing: %+v", c)
 	}
 }
+
+// TestS3HS0RTT runs the 0-RTT scenarios against Quiver's server, which
+// accepts early data and rejects it under a ticket of the other ALPN.
+func TestS3HS0RTT(t *testing.T) {
+	addr := startQuiver(t)
+	// Discovery, not a fixed ALPN: the rejection needs both protocols.
+	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile}, []string{"tls-0rtt-rejected-not-processed", "tls-0rtt-keys-discarded"}, nil)
+	for _, id := range []string{"tls-0rtt-rejected-not-processed", "tls-0rtt-keys-discarded"} {
+		if v, s := verdictOf(rep, id); v != Pass {
+			t.Errorf("%s against quiver: %s (%s), want pass", id, v, s)
+		}
+	}
+}
+
+// TestS3HS0RTTMisbehaving shows tls-0rtt-keys-discarded warning about a
+// server that keeps its 0-RTT keys, and the rejected-0-RTT judgement
+// failing a server that acknowledges or answers a rejected 0-RTT packet.
+func TestS3HS0RTTMisbehaving(t *testing.T) {
+	addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{Keep0RTTKeys: true} })
+	expectVerdicts(t, "quiver-keeps-0rtt-keys", addr, map[string][]Verdict{"tls-0rtt-keys-discarded": {Warn}})
+	sent := []*packet{{sent: true, space: 2, pn: 0}, {sent: true, space: 2, pn: 1}}
+	ack := &packet{space: 2, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 1, Largest: 2}}}}}
+	if r := judgeRejected0RTT([]*packet{ack}, 0, sent, false); r.acked == nil {
+		t.Error("an ACK of a rejected 0-RTT packet went unnoticed")
+	}
+	only1RTT := &packet{space: 2, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 2, Largest: 2}}}}}
+	if r := judgeRejected0RTT([]*packet{only1RTT}, 0, sent, false); r.acked != nil {
+		t.Error("an ACK of the 1-RTT PING taken for one of a 0-RTT packet")
+	}
+}

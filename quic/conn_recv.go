@@ -283,7 +283,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if pn > sp.largestRecv || sp.largestRecv == wire.NoPacketNumber {
 		sp.largestRecv = pn
 	}
-	if h.Type == wire.PacketType1RTT && c.earlyRead != nil {
+	if h.Type == wire.PacketType1RTT && c.earlyRead != nil && (c.probe == nil || !c.probe.Keep0RTTKeys) {
 		// RFC 9001 §4.9.3: "Servers MAY temporarily retain 0-RTT keys to
 		// allow decrypting reordered packets"; we drop them with the first
 		// 1-RTT packet.

@@ -78,6 +78,11 @@ type Probe struct {
 	// before completing the handshake") on purpose, for the conformance
 	// suite's own tests.
 	EarlyHandshakeDone bool
+	// Keep0RTTKeys makes a server keep its 0-RTT keys for the life of the
+	// connection instead of dropping them with the first 1-RTT packet:
+	// it ignores RFC 9001 §4.9.3's recommended 3 × PTO on purpose, for the
+	// conformance suite's own tests.
+	Keep0RTTKeys bool
 }
 
 // PacketInfo describes a packet seen by a probe hook. Payload is the
