@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,79 @@ func TestForeignOutcome(t *testing.T) {
 		if got := foreignOutcome(tc.pre, tc.acked, tc.answered); got != tc.want {
 			t.Errorf("foreignOutcome(%v, %v, %v) = %s, want %s", tc.pre, tc.acked, tc.answered, got, tc.want)
 		}
+	}
+}
+
+// preferredAddressServer is Quiver's server offering a preferred address
+// on another port of the loopback address.
+func preferredAddressServer(t *testing.T, probe *quic.Probe) string {
+	return startQuiverWith(t, func(c *quic.Config) {
+		c.PreferredAddress = &quic.PreferredAddress{IPv4: netip.MustParseAddrPort("127.0.0.1:0")}
+		c.Probe = probe
+	})
+}
+
+// TestPreferredAddressServer: with a preferred address configured, the
+// prefaddr scenarios run and pass; a server whose PATH_CHALLENGE frames
+// never leave fails prefaddr-migrate.
+func TestPreferredAddressServer(t *testing.T) {
+	addr := preferredAddressServer(t, nil)
+	expectVerdicts(t, "quiver-prefaddr", addr, map[string][]Verdict{
+		"prefaddr-format": {Pass}, "prefaddr-migrate": {Pass}, "prefaddr-no-early-switch": {Pass},
+	})
+	t.Run("no-path-challenge", func(t *testing.T) {
+		addr := preferredAddressServer(t, &quic.Probe{OnPacketSent: func(pi quic.PacketInfo) {
+			for off := 0; off < len(pi.Payload); {
+				f, n, err := wire.ParseFrame(pi.Payload[off:])
+				if err != nil {
+					return
+				}
+				if f.Type() == wire.FrameTypePathChallenge {
+					pi.Payload[off] = byte(wire.FrameTypePing)
+					clear(pi.Payload[off+1 : off+n]) // PADDING
+				}
+				off += n
+			}
+		}})
+		expectVerdicts(t, "quiver-prefaddr-no-challenge", addr, map[string][]Verdict{"prefaddr-migrate": {Fail}})
+	})
+}
+
+// TestRetryTokenStale: Quiver's Retry tokens live 10 s, so one replayed
+// after retryStaleAfter is refused.
+func TestRetryTokenStale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 15 s")
+	}
+	addr := startQuiverWith(t, func(c *quic.Config) { c.RequireRetry = true })
+	expectVerdicts(t, "quiver-retry", addr, map[string][]Verdict{"retry-token-stale": {Pass}})
+}
+
+func TestJudgeReorderAcks(t *testing.T) {
+	for _, tc := range []struct {
+		largest        []uint64
+		missing, extra int
+	}{
+		{[]uint64{5, 9, 10}, 0, 0},
+		{[]uint64{1, 5, 8, 9, 10}, 0, 2},
+		{[]uint64{10}, 2, 0},
+		{nil, 3, 0},
+	} {
+		m, e := judgeReorderAcks(tc.largest)
+		if len(m) != tc.missing || len(e) != tc.extra {
+			t.Errorf("judgeReorderAcks(%v) = missing %v, extra %v; want %d and %d", tc.largest, m, e, tc.missing, tc.extra)
+		}
+	}
+}
+
+func TestFirstNonProbing(t *testing.T) {
+	probing := &packet{space: 2, frames: []wire.Frame{&wire.PathResponseFrame{}, &wire.PaddingFrame{Length: 1000}}}
+	challenge := &packet{space: 2, frames: []wire.Frame{&wire.PathChallengeFrame{}}}
+	ack := &packet{space: 2, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Largest: 3}}}, &wire.PathResponseFrame{}}}
+	if p := firstNonProbing([]*packet{probing, challenge}); p != nil {
+		t.Errorf("probing packets judged non-probing: %v", p.frames)
+	}
+	if p := firstNonProbing([]*packet{probing, ack}); p != ack {
+		t.Errorf("a packet with an ACK frame is non-probing, got %v", p)
 	}
 }

@@ -538,7 +538,7 @@ func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
 		rc.firstSent = time.Now()
 	}
 	p := rc.paths[i]
-	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.local, peer: rc.peer, b: d})
+	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.local, peer: p.peer, b: d})
 	p.write(d)
 }
 
@@ -614,7 +614,7 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 				rc.arrivals = append(rc.arrivals, rawArrival{at: at, size: len(in.b), kernel: !in.kernelAt.IsZero()})
 			}
 			if rc.DropIn != nil && rc.DropIn(in.path, in.b) {
-				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: in.b})
+				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.paths[in.path].peer, b: in.b})
 				continue
 			}
 			if in.hasFlow {
@@ -638,7 +638,7 @@ func (rc *rawClient) processDatagram(in rawIn) {
 	if !rc.firstSent.IsZero() {
 		rc.t.noteRTT(now.Sub(rc.firstSent))
 	}
-	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.path].local, peer: rc.peer, b: d})
+	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.path].local, peer: rc.paths[in.path].peer, b: d})
 	meta := pktMeta{path: in.path, ecn: in.ecn}
 	if in.path > 0 {
 		meta.local = rc.paths[in.path].local

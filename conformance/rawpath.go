@@ -18,7 +18,10 @@ import (
 type rawPath struct {
 	conn  *net.UDPConn
 	local netip.AddrPort
-	v6    bool
+	// peer is the address the socket sends to: the target's, or its
+	// preferred address (newPathTo).
+	peer netip.AddrPort
+	v6   bool
 
 	mu  sync.Mutex
 	tos int // the ECN codepoint set on the socket, -1 before any
@@ -47,6 +50,9 @@ type rawIn struct {
 // path's index.
 func (rc *rawClient) addPath(uc *net.UDPConn) int {
 	p := &rawPath{conn: uc, local: uc.LocalAddr().(*net.UDPAddr).AddrPort(), tos: -1}
+	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok {
+		p.peer = ra.AddrPort()
+	}
 	p.v6 = p.local.Addr().Is6() && !p.local.Addr().Is4In6()
 	if rc2, err := uc.SyscallConn(); err == nil {
 		rc2.Control(func(fd uintptr) {
@@ -69,13 +75,20 @@ func (rc *rawClient) addPath(uc *net.UDPConn) int {
 // newPath opens another socket towards the target, from the local address
 // ip (the zero Addr: any), and returns its index.
 func (rc *rawClient) newPath(ip netip.Addr) (int, error) {
+	return rc.newPathTo(ip, rc.peer)
+}
+
+// newPathTo opens a socket from the local address ip (the zero Addr: any)
+// towards peer, such as the server's preferred address, and returns its
+// index.
+func (rc *rawClient) newPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) {
 	var laddr *net.UDPAddr
 	if ip.IsValid() {
 		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))
 	}
-	uc, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(rc.peer))
+	uc, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(peer))
 	if err != nil {
-		return -1, fmt.Errorf("open a socket from %v towards %v: %w", ip, rc.peer, err)
+		return -1, fmt.Errorf("open a socket from %v towards %v: %w", ip, peer, err)
 	}
 	return rc.addPath(uc), nil
 }
