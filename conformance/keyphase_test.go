@@ -71,3 +71,30 @@ func TestPhaseSwitch(t *testing.T) {
 		t.Errorf("the phase-1 packet was not found")
 	}
 }
+
+func TestServerUpdates(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	seen := []phaseSeen{
+		{pn: 1, phase: false, at: at(1)},
+		{pn: 3, phase: true, at: at(3)},  // update
+		{pn: 2, phase: false, at: at(4)}, // reordered, not an update
+		{pn: 4, phase: true, at: at(5)},
+	}
+	ups := serverUpdates(seen)
+	if len(ups) != 1 || ups[0].pn != 3 {
+		t.Fatalf("updates %+v, want one at packet 3", ups)
+	}
+	if v, _, s := judgeServerKeyUpdate(ups, at(2)); v != Pass {
+		t.Errorf("one update after the Finished: %s (%s)", v, s)
+	}
+	if v, idx, _ := judgeServerKeyUpdate(ups, at(4)); v != Fail || idx != 0 {
+		t.Errorf("an update that arrived before the Finished left: %s, requirement %d", v, idx)
+	}
+	two := serverUpdates(append(seen, phaseSeen{pn: 9, phase: false, at: at(9)}))
+	if v, idx, _ := judgeServerKeyUpdate(two, at(2)); v != Fail || idx != 1 {
+		t.Errorf("a second update: %s, requirement %d", v, idx)
+	}
+	if v, _, _ := judgeServerKeyUpdate(nil, at(2)); v != Observed {
+		t.Errorf("no update: %s, want observed", v)
+	}
+}

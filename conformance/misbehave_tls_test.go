@@ -24,4 +24,14 @@ func TestMisbehavingServerTLS(t *testing.T) {
 		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{OpenWithOldKeys: true} })
 		expectVerdicts(t, "quiver-old-keys", addr, map[string][]Verdict{"tls-key-update-old-keys-after-new": {Fail}})
 	})
+	t.Run("server-key-updates", func(t *testing.T) {
+		// Updates every 50 packets: the server follows RFC 9001 §6.1 and
+		// waits for an acknowledgment of the new phase, which the tester
+		// withholds, so the scenario passes.
+		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{KeyUpdateInterval: 50} })
+		expectVerdicts(t, "quiver-updates", addr, map[string][]Verdict{"tls-server-key-update": {Pass}})
+		// The same without waiting for the acknowledgment fails.
+		addr = startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{KeyUpdateInterval: 50, KeyUpdateWithoutAck: true} })
+		expectVerdicts(t, "quiver-updates-without-ack", addr, map[string][]Verdict{"tls-server-key-update": {Fail}})
+	})
 }

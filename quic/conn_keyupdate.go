@@ -30,13 +30,16 @@ func (c *Conn) onSealed(now time.Time, pn uint64) {
 	k := &c.keyUpdate
 	k.sealed++
 	interval := k.interval
+	if interval == 0 && c.probe != nil && c.probe.KeyUpdateInterval > 0 {
+		interval = c.probe.KeyUpdateInterval
+	}
 	if interval == 0 {
 		interval = keyUpdateInterval
 	}
 	if k.sealed < interval || !c.handshakeConfirmed {
 		return
 	}
-	if la := c.loss.ld.LargestAcked(recovery.Space(appSpace)); la < 0 || uint64(la) < k.phaseMin {
+	if la := c.loss.ld.LargestAcked(recovery.Space(appSpace)); (la < 0 || uint64(la) < k.phaseMin) && (c.probe == nil || !c.probe.KeyUpdateWithoutAck) {
 		return
 	}
 	if err := c.appKeys.Update(); err != nil {

@@ -66,6 +66,14 @@ type Probe struct {
 	// packet after newer keys that §6.4 makes a KEY_UPDATE_ERROR. A
 	// misbehaving server for conformance tests.
 	OpenWithOldKeys bool
+	// KeyUpdateInterval, when non-zero, replaces the number of packets
+	// the engine seals with one set of 1-RTT keys before it updates them
+	// on its own (a server that updates often, for key-update tests).
+	KeyUpdateInterval uint64
+	// KeyUpdateWithoutAck lets the engine start a key update without an
+	// acknowledgment of a packet of the current phase, which RFC 9001
+	// §6.1 forbids: a misbehaving server for conformance tests.
+	KeyUpdateWithoutAck bool
 	// SkipPacketNumber, when it returns true, makes the engine skip one
 	// packet number in that space before the next packet.
 	SkipPacketNumber func(space int) bool
