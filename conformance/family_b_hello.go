@@ -21,42 +21,16 @@ import (
 // tester's later Initial PINGs (the connection goes on).
 
 func init() {
-	Register(&Scenario{
-		ID: "tls-alpn-absent", Title: "ClientHello without ALPN", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{
-			rfc9001("8.1", Must, "Unless another mechanism is used for agreeing on an application protocol, endpoints MUST use ALPN for this purpose."),
-			rfc9000("7", Must, "Endpoints MUST explicitly negotiate an application protocol."),
-		},
-		Run: func(ctx context.Context, t *T) {
-			rc, mark := t.helloExchange(ctx, "no ALPN", func(h *clientHello) error {
-				if !h.remove(extALPN) {
-					return errors.New("the ClientHello carries no ALPN extension to remove")
-				}
-				return nil
-			})
-			t.judgeProvoked(rc.trace, true, mark, Expectation{Check: "close", Req: t.sc.Requirements[0],
-				Codes: transportCodes(wire.CryptoError(120)), Describe: "a ClientHello without the ALPN extension"})
-		},
-	})
+	registerHelloWithout("tls-alpn-absent", "ClientHello without ALPN", extALPN, "ALPN", 120, // no_application_protocol
+		rfc9001("8.1", Must, "Unless another mechanism is used for agreeing on an application protocol, endpoints MUST use ALPN for this purpose."),
+		rfc9000("7", Must, "Endpoints MUST explicitly negotiate an application protocol."))
 	Register(&Scenario{
 		ID: "tls-version-below-13", Title: "ClientHello offering only TLS 1.2", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("4.2", Must, "An endpoint MUST terminate the connection if a version of TLS older than 1.3 is negotiated.")},
 		Run:          runTLSVersionBelow13,
 	})
-	Register(&Scenario{
-		ID: "tls-missing-tp-extension", Title: "ClientHello without quic_transport_parameters", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("8.2", Must, "endpoints that receive ClientHello or EncryptedExtensions messages without the quic_transport_parameters extension MUST close the connection with an error of type 0x016d")},
-		Run: func(ctx context.Context, t *T) {
-			rc, mark := t.helloExchange(ctx, "no transport parameters", func(h *clientHello) error {
-				if !h.remove(extQUICTransportParams) {
-					return errors.New("the ClientHello carries no quic_transport_parameters extension to remove")
-				}
-				return nil
-			})
-			t.judgeProvoked(rc.trace, true, mark, Expectation{Check: "close", Req: t.sc.Requirements[0],
-				Codes: transportCodes(wire.CryptoError(109)), Describe: "a ClientHello without the quic_transport_parameters extension"})
-		},
-	})
+	registerHelloWithout("tls-missing-tp-extension", "ClientHello without quic_transport_parameters", extQUICTransportParams, "quic_transport_parameters", 109, // missing_extension
+		rfc9001("8.2", Must, "endpoints that receive ClientHello or EncryptedExtensions messages without the quic_transport_parameters extension MUST close the connection with an error of type 0x016d"))
 	Register(&Scenario{
 		ID: "tls-compat-session-id", Title: "ClientHello with a 32-byte legacy_session_id", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("8.4", Should, "A server SHOULD treat the receipt of a TLS ClientHello with a non-empty legacy_session_id field as a connection error of type PROTOCOL_VIOLATION.")},
@@ -77,6 +51,26 @@ func init() {
 		ID: "grease-tls-cipher-suites", Title: "Reserved GREASE cipher suites offered first", Family: "J", Needs: []string{NeedApp}, Exclusive: true,
 		Requirements: []Requirement{rfc9001("5.3", MustNot, "An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.")},
 		Run:          runGreaseTLSCipherSuites,
+	})
+}
+
+// registerHelloWithout registers a scenario whose ClientHello lacks
+// extension ext and which expects a close with TLS alert alert (the QUIC
+// error 0x0100 + alert, RFC 9001 §4.8); reqs[0] is the requirement the
+// close rests on.
+func registerHelloWithout(id, title string, ext uint16, name string, alert uint8, reqs ...Requirement) {
+	Register(&Scenario{
+		ID: id, Title: title, Family: "B", Needs: []string{NeedApp}, Requirements: reqs,
+		Run: func(ctx context.Context, t *T) {
+			rc, mark := t.helloExchange(ctx, "no "+name, func(h *clientHello) error {
+				if !h.remove(ext) {
+					return fmt.Errorf("the ClientHello carries no %s extension to remove", name)
+				}
+				return nil
+			})
+			t.judgeProvoked(rc.trace, true, mark, Expectation{Check: "close", Req: reqs[0],
+				Codes: transportCodes(wire.CryptoError(alert)), Describe: fmt.Sprintf("a ClientHello without the %s extension", name)})
+		},
 	})
 }
 
