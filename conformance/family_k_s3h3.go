@@ -123,6 +123,17 @@ func (t *T) h3Await(ctx context.Context, c *Conn, d time.Duration, cond func(v *
 	return h3Observe(t.rec.snapshot(), c.ID(), 0)
 }
 
+// h3Answers waits up to d for the answers cond describes, then one PTO
+// more unless the server closed: a second control stream, a push stream
+// or a close that follows the answers soon after still counts.
+func (t *T) h3Answers(ctx context.Context, c *Conn, d time.Duration, cond func(v *h3Seen) bool) *h3Seen {
+	v := t.h3Await(ctx, c, d, cond)
+	if v.close == nil {
+		v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
+	}
+	return v
+}
+
 // completed is an h3Await condition: every request stream of ids has its
 // whole response.
 func completed(ids ...uint64) func(v *h3Seen) bool {
@@ -284,12 +295,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "request", nil, true)
 			id := t.get(ctx, c, t.profile.SmallPath)
-			v := t.h3Await(ctx, c, t.Settle()+2*time.Second, completed(id))
-			// A second control stream or SETTINGS frame would come soon
-			// after: wait one more PTO for stray streams.
-			if v.close == nil {
-				v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
-			}
+			v := t.h3Answers(ctx, c, t.Settle()+2*time.Second, completed(id))
 			var types []string
 			for typ, ids := range v.uniStreams() {
 				types = append(types, fmt.Sprintf("0x%x×%d", typ, len(ids)))
@@ -441,10 +447,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "no-max-push-id", nil, true)
 			ids := []uint64{t.get(ctx, c, t.profile.SmallPath), t.get(ctx, c, "/")}
-			v := t.h3Await(ctx, c, t.Settle()+time.Second, completed(ids...))
-			if v.close == nil {
-				v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
-			}
+			v := t.h3Answers(ctx, c, t.Settle()+time.Second, completed(ids...))
 			t.report("no-push", judgeNoPush(v, ids))
 		},
 	})
@@ -479,10 +482,7 @@ func init() {
 // goesOn waits for the answer to request id and judges it with
 // judgeGoesOn; a close that comes right after the answer still counts.
 func (t *T) goesOn(ctx context.Context, c *Conn, id uint64, what string) {
-	v := t.h3Await(ctx, c, t.Settle()+2*time.Second, completed(id))
-	if v.close == nil {
-		v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
-	}
+	v := t.h3Answers(ctx, c, t.Settle()+2*time.Second, completed(id))
 	t.report("goes-on", judgeGoesOn(v, id, what))
 }
 

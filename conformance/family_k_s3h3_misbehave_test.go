@@ -179,22 +179,6 @@ func (s scriptedH3) knownUni(b []byte) bool {
 	return true
 }
 
-// expectH3Verdicts runs the scenarios of want against an h3 server and
-// checks each verdict.
-func expectH3Verdicts(t *testing.T, name, addr string, want map[string][]Verdict) {
-	t.Helper()
-	var ids []string
-	for id := range want {
-		ids = append(ids, id)
-	}
-	rep := runSuite(t, Target{Name: name, Address: addr, ALPN: []string{"h3"}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, ids, nil)
-	for id, vs := range want {
-		if got, s := verdictOf(rep, id); !slices.Contains(vs, got) {
-			t.Errorf("%s against %s: %s (%s), want one of %v", id, name, got, s, vs)
-		}
-	}
-}
-
 // TestMisbehavingH3Server shows that the family K scenarios of
 // family_k_s3h3*.go fail against a server that breaks their rules.
 func TestMisbehavingH3Server(t *testing.T) {
@@ -205,7 +189,7 @@ func TestMisbehavingH3Server(t *testing.T) {
 		// Answers 200 to anything, never greases, advertises a dynamic
 		// table it never reads.
 		addr := scriptedH3{settings: []uint64{h3.SettingQPACKMaxTableCapacity, 4096, h3.SettingQPACKBlockedStreams, 1}}.start(t)
-		expectH3Verdicts(t, "scripted-lax", addr, map[string][]Verdict{
+		expectVerdictsALPN(t, "scripted-lax", addr, "h3", map[string][]Verdict{
 			"h3-server-greases-settings":        {Warn},
 			"h3-malformed-uppercase-field":      {Fail},
 			"h3-malformed-pseudo-after-regular": {Fail},
@@ -222,7 +206,7 @@ func TestMisbehavingH3Server(t *testing.T) {
 	})
 	t.Run("strict", func(t *testing.T) {
 		addr := scriptedH3{strict: true}.start(t)
-		expectH3Verdicts(t, "scripted-strict", addr, map[string][]Verdict{
+		expectVerdictsALPN(t, "scripted-strict", addr, "h3", map[string][]Verdict{
 			"h3-reserved-frames-ignored":   {Fail},
 			"h3-reserved-stream-ignored":   {Fail},
 			"h3-reserved-settings-ignored": {Fail},
@@ -231,7 +215,7 @@ func TestMisbehavingH3Server(t *testing.T) {
 	})
 	t.Run("no-qpack-streams", func(t *testing.T) {
 		addr := scriptedH3{noQPACKStreams: true}.start(t)
-		expectH3Verdicts(t, "scripted-no-qpack-streams", addr, map[string][]Verdict{"qpack-streams-allowed": {Fail}})
+		expectVerdictsALPN(t, "scripted-no-qpack-streams", addr, "h3", map[string][]Verdict{"qpack-streams-allowed": {Fail}})
 	})
 	t.Run("rules", func(t *testing.T) {
 		// A push stream without MAX_PUSH_ID, a second SETTINGS frame,
@@ -239,7 +223,7 @@ func TestMisbehavingH3Server(t *testing.T) {
 		// zero-capacity decoder, a capacity above 256.
 		addr := scriptedH3{push: true, control: settingsFrame(), encoder: cat(setCapacity(512), insertLiteral("x", "y")),
 			section: cat([]byte{0x02, 0x00, 0x80})}.start(t)
-		expectH3Verdicts(t, "scripted-rules", addr, map[string][]Verdict{
+		expectVerdictsALPN(t, "scripted-rules", addr, "h3", map[string][]Verdict{
 			"h3-no-push-without-max-push-id": {Fail},
 			"h3-request-basic":               {Fail},
 			"qpack-zero-capacity-respected":  {Fail},
@@ -248,6 +232,6 @@ func TestMisbehavingH3Server(t *testing.T) {
 	})
 	t.Run("uni-limit", func(t *testing.T) {
 		addr := scriptedH3{maxUni: 2}.start(t)
-		expectH3Verdicts(t, "scripted-uni-limit", addr, map[string][]Verdict{"h3-server-uni-limit": {Fail}})
+		expectVerdictsALPN(t, "scripted-uni-limit", addr, "h3", map[string][]Verdict{"h3-server-uni-limit": {Fail}})
 	})
 }

@@ -286,10 +286,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "zero-capacity", nil, true)
 			ids := []uint64{t.get(ctx, c, t.profile.SmallPath), t.get(ctx, c, t.profile.SmallPath), t.get(ctx, c, "/")}
-			v := t.h3Await(ctx, c, t.Settle()+time.Second, completed(ids...))
-			if v.close == nil {
-				v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
-			}
+			v := t.h3Answers(ctx, c, t.Settle()+time.Second, completed(ids...))
 			t.report("zero-capacity", judgeZeroCapacity(v, ids))
 		},
 	})
@@ -309,10 +306,7 @@ func init() {
 			for i := 0; i < 10; i++ {
 				ids = append(ids, t.get(ctx, c, t.profile.SmallPath))
 			}
-			v := t.h3Await(ctx, c, t.Settle(), completed(ids...))
-			if v.close == nil {
-				v = t.h3Await(ctx, c, t.PTO(), func(*h3Seen) bool { return false })
-			}
+			v := t.h3Answers(ctx, c, t.Settle(), completed(ids...))
 			js, dynamic := judgeCapacityRespected(v, ids, 256, 1)
 			t.Fact("qpack.server-uses-dynamic-table", dynamic)
 			for _, j := range js {

@@ -20,13 +20,20 @@ func startQuiverWith(t *testing.T, edit func(*quic.Config)) string {
 // each verdict is one of those listed.
 func expectVerdicts(t *testing.T, name, addr string, want map[string][]Verdict) {
 	t.Helper()
+	expectVerdictsALPN(t, name, addr, "hq-interop", want)
+}
+
+// expectVerdictsALPN is expectVerdicts over the application protocol
+// alpn.
+func expectVerdictsALPN(t *testing.T, name, addr, alpn string, want map[string][]Verdict) {
+	t.Helper()
 	var ids []string
 	for id := range want {
 		ids = append(ids, id)
 	}
 	// The ALPN is given, so that a server whose misbehaviour breaks the
 	// discovery handshake still gets its scenarios run.
-	rep := runSuite(t, Target{Name: name, Address: addr, ALPN: []string{"hq-interop"}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, ids, nil)
+	rep := runSuite(t, Target{Name: name, Address: addr, ALPN: []string{alpn}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, ids, nil)
 	for id, vs := range want {
 		if got, s := verdictOf(rep, id); !slices.Contains(vs, got) {
 			t.Errorf("%s against %s: %s (%s), want one of %v", id, name, got, s, vs)
