@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"os"
 	"testing"
 
+	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -291,5 +293,46 @@ func TestS3HS0RTTMisbehaving(t *testing.T) {
 	only1RTT := &packet{space: 2, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 2, Largest: 2}}}}}
 	if r := judgeRejected0RTT([]*packet{only1RTT}, 0, sent, false); r.acked != nil {
 		t.Error("an ACK of the 1-RTT PING taken for one of a 0-RTT packet")
+	}
+}
+
+// TestS3HSIPv6Peers starts each peer's server on [::1] and runs
+// hs-v1-ipv6 against it: the peers of TestSuitePeers listen on 127.0.0.1
+// only, where the scenario is inconclusive (no IPv6 path).
+func TestS3HSIPv6Peers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("peers skipped in -short mode")
+	}
+	for _, tc := range []struct{ name, alpn, testCase string }{
+		{"quic-go", "", "handshake"}, {"go-x-net", "hq-interop", "handshake"}, {"ngtcp2", "h3", "http3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im, err := peers.Find(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := im.Binary("server"); err != nil {
+				if os.Getenv("QUIVER_REQUIRE_PEERS") == "1" {
+					t.Fatalf("%s server: %v", tc.name, err)
+				}
+				t.Skipf("%s server not installed (%v)", tc.name, err)
+			}
+			dir := t.TempDir()
+			certFile, keyFile, err := peers.WriteSelfSignedCert(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p, err := im.StartServer(ctx, peers.ServerOpts{Addr: "[::1]:0", CertFile: certFile, KeyFile: keyFile, Root: writeRoot(t), ALPN: tc.alpn, TestCase: tc.testCase})
+			if err != nil {
+				t.Fatalf("start %s on [::1]: %v", tc.name, err)
+			}
+			defer p.Stop()
+			rep := runSuite(t, Target{Name: tc.name, Address: p.Addr, SmallPath: "/" + smallFile}, []string{"hs-v1-ipv6"}, nil)
+			if v, s := verdictOf(rep, "hs-v1-ipv6"); v != Pass {
+				t.Errorf("hs-v1-ipv6 against %s on %s: %s (%s), want pass", tc.name, p.Addr, v, s)
+			}
+		})
 	}
 }
