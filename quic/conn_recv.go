@@ -57,15 +57,18 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	c.retryUndecryptable(now)
 }
 
-// knownServerAddr reports whether a client's datagram comes from the
-// server's address or from the preferred address it is validating.
+// knownServerAddr reports whether a client's datagram comes from an
+// address of the server: the one dialed, the one in use (the preferred
+// address once the client moved there) or the preferred address it is
+// validating.
 func (c *Conn) knownServerAddr(a netip.AddrPort) bool {
-	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-	if a == netip.AddrPortFrom(c.peerAddr.Addr().Unmap(), c.peerAddr.Port()) {
+	unmap := func(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+	a = unmap(a)
+	if a == unmap(c.peerAddr) || a == unmap(c.handshakeAddr) {
 		return true
 	}
 	p := &c.pref.probe
-	return p.active && a == netip.AddrPortFrom(p.addr.Addr().Unmap(), p.addr.Port())
+	return p.active && a == unmap(p.addr)
 }
 
 // isStatelessReset reports whether a datagram that could not be processed
