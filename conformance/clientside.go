@@ -129,6 +129,9 @@ type serveOptions struct {
 	// Manual leaves the accepted connection to the scenario: no HTTP
 	// server runs on it.
 	Manual bool
+	// Preferred offers a second local port as the server's preferred
+	// address (RFC 9000 §9.6) and serves there too.
+	Preferred bool
 }
 
 // testServer is the tester acting as the server for one client run.
@@ -138,13 +141,16 @@ type testServer struct {
 	tap   *tapConn
 	trace *connTrace
 	addr  netip.AddrPort
-	conns chan *quic.Conn
-	hold  chan struct{}
+	// prefAddr is the preferred address offered, when serveOptions.Preferred.
+	prefAddr netip.AddrPort
+	conns    chan *quic.Conn
+	hold     chan struct{}
 
-	mu      sync.Mutex
+	mu           sync.Mutex
 	inbound      []rawDatagram
 	odcid        []byte
 	odcidVersion wire.Version
+	version      wire.Version // of the client's latest long-header packet
 }
 
 // rawDatagram is a datagram from the client, with the header of its first
@@ -155,14 +161,16 @@ type rawDatagram struct {
 	b      []byte
 	header wire.Header
 	err    error
+	local  netip.AddrPort // the tester's socket it arrived on
 }
 
 // tapConn wraps the server's socket so the scenario sees and shapes every
 // datagram.
 type tapConn struct {
 	net.PacketConn
-	s *testServer
-	o *serveOptions
+	s     *testServer
+	o     *serveOptions
+	local netip.AddrPort // the socket's address (the server's, or its preferred one)
 }
 
 func (c *tapConn) ReadFrom(p []byte) (int, net.Addr, error) {
@@ -177,10 +185,10 @@ func (c *tapConn) ReadFrom(p []byte) (int, net.Addr, error) {
 		if ua != nil {
 			peer = ua.AddrPort()
 		}
-		c.s.noteInbound(d, peer)
+		c.s.noteInbound(d, c.local, peer)
 		if c.o.In != nil {
 			reply := func(b []byte) {
-				c.s.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: c.s.addr, peer: peer, b: append([]byte(nil), b...)})
+				c.s.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: c.local, peer: peer, b: append([]byte(nil), b...)})
 				c.PacketConn.WriteTo(b, from)
 			}
 			if c.o.In(d, reply) {
@@ -201,7 +209,7 @@ func (c *tapConn) WriteTo(p []byte, to net.Addr) (int, error) {
 		peer = ua.AddrPort()
 	}
 	for _, d := range out {
-		c.s.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: c.s.addr, peer: peer, b: append([]byte(nil), d...)})
+		c.s.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: c.local, peer: peer, b: append([]byte(nil), d...)})
 		if _, err := c.PacketConn.WriteTo(d, to); err != nil {
 			return 0, err
 		}
@@ -209,10 +217,10 @@ func (c *tapConn) WriteTo(p []byte, to net.Addr) (int, error) {
 	return len(p), nil
 }
 
-func (s *testServer) noteInbound(d []byte, peer netip.AddrPort) {
+func (s *testServer) noteInbound(d []byte, local, peer netip.AddrPort) {
 	now := time.Now()
 	h, err := wire.ParseHeader(d, 8)
-	s.t.rec.addDatagram(datagramRec{at: now, sent: false, local: s.addr, peer: peer, b: d})
+	s.t.rec.addDatagram(datagramRec{at: now, sent: false, local: local, peer: peer, b: d})
 	s.trace.setAddrs(s.addr, peer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,7 +230,10 @@ func (s *testServer) noteInbound(d []byte, peer netip.AddrPort) {
 		s.odcid = append([]byte(nil), h.DCID...)
 		s.odcidVersion = h.Version
 	}
-	s.inbound = append(s.inbound, rawDatagram{at: now, size: len(d), b: d, header: h, err: err})
+	if err == nil && h.Long && h.Version != 0 {
+		s.version = h.Version
+	}
+	s.inbound = append(s.inbound, rawDatagram{at: now, size: len(d), b: d, header: h, err: err, local: local})
 	s.mu.Unlock()
 	s.closeFromRaw(now, d)
 	s.t.rec.mu.Lock()
@@ -260,7 +271,7 @@ func (t *T) serve(ctx context.Context, o serveOptions) *testServer {
 	s.addr = uc.LocalAddr().(*net.UDPAddr).AddrPort()
 	s.trace = t.rec.newConn(o.Label)
 	s.trace.setAddrs(s.addr, netip.AddrPort{})
-	s.tap = &tapConn{PacketConn: uc, s: s, o: &o}
+	s.tap = &tapConn{PacketConn: uc, s: s, o: &o, local: s.addr}
 	cert := ca.good
 	if o.WrongName {
 		cert = ca.wrong
@@ -313,13 +324,32 @@ func (t *T) serve(ctx context.Context, o serveOptions) *testServer {
 		}
 	}
 	cfg.Probe = &p
+	var pref *tapConn
+	if o.Preferred {
+		uc2, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			uc.Close()
+			t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket for its preferred address: %v.", err))
+		}
+		s.prefAddr = uc2.LocalAddr().(*net.UDPAddr).AddrPort()
+		pref = &tapConn{PacketConn: uc2, s: s, o: &o, local: s.prefAddr}
+		cfg.PreferredAddress = &quic.PreferredAddress{IPv4: s.prefAddr}
+	}
 	if o.Config != nil {
 		o.Config(cfg)
 	}
 	ep, err := quic.NewEndpoint(s.tap, cfg)
 	if err != nil {
 		uc.Close()
+		if pref != nil {
+			pref.Close()
+		}
 		t.Errorf("server endpoint: %v", err)
+	}
+	if pref != nil {
+		if err := ep.ServePreferredAddress(pref, s.prefAddr); err != nil {
+			t.Errorf("preferred address: %v", err)
+		}
 	}
 	s.ep = ep
 	sctx, cancel := context.WithCancel(ctx)
@@ -791,7 +821,15 @@ func (s *testServer) openRaw(d []byte, fn func(h wire.Header, space int, pn uint
 		if space < 0 || h.Type == wire.PacketType0RTT {
 			continue
 		}
-		for _, k := range s.clientKeys(uint32(h.Version), h.Type) {
+		version := uint32(h.Version)
+		if !h.Long {
+			// Short headers carry no version: the connection's is that
+			// of the client's latest long-header packet.
+			s.mu.Lock()
+			version = uint32(s.version)
+			s.mu.Unlock()
+		}
+		for _, k := range s.clientKeys(version, h.Type) {
 			p := append([]byte(nil), pkt...)
 			pnLen, err := k.HeaderProtector().Remove(p, h.PNOffset, h.Long)
 			if err != nil {
