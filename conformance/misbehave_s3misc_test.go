@@ -241,3 +241,26 @@ func TestFirstNonProbing(t *testing.T) {
 		t.Errorf("a packet with an ACK frame is non-probing, got %v", p)
 	}
 }
+
+func TestJudgeCCReset(t *testing.T) {
+	grown := ccRun{ref: 14520, flight: 60984}
+	reset := []ccRun{{ref: 14520, flight: 13068}, {ref: 14520, flight: 14520}, {ref: 14520, flight: 13068}}
+	kept := []ccRun{{ref: 14520, flight: 60000}, {ref: 14520, flight: 58000}, {ref: 14520, flight: 61000}}
+	mixed := []ccRun{{ref: 14520, flight: 60000}, {ref: 14520, flight: 14520}, {ref: 14520, flight: 61000}}
+	for _, tc := range []struct {
+		name    string
+		control ccRun
+		moves   []ccRun
+		want    Verdict
+	}{
+		{"reset", grown, reset, Pass},
+		{"kept", grown, kept, Fail},
+		{"mixed", grown, mixed, Inconclusive},
+		{"window-never-grew", ccRun{ref: 14520, flight: 14520}, kept, Inconclusive},
+		{"no-control", ccRun{problem: "no flight"}, reset, Inconclusive},
+	} {
+		if v, s := judgeCCReset(tc.control, tc.moves); v != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, v, s, tc.want)
+		}
+	}
+}
