@@ -150,6 +150,26 @@ func runClientHelloMultiDatagram(ctx context.Context, t *T) {
 	}
 }
 
+// inlineRequest builds a request for path in protocol alpn as frames for
+// one packet: over h3 the control stream, when it is not open yet, goes in
+// the same packet rather than in one of its own ahead of it (as Request
+// sends it), so that a packet that must travel alone (coalesced with the
+// Finished, or in 0-RTT) carries everything.
+func (rc *rawClient) inlineRequest(alpn, path string) ([]wire.Frame, *rawRequest) {
+	var frames []wire.Frame
+	if alpn == h3.ALPNH3 && !rc.h3Control {
+		rc.h3Control = true
+		frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, h3Frame(0x04, nil)...)})
+	}
+	saved := rc.alpn
+	rc.alpn = []string{alpn}
+	id := 4 * rc.nextBidi
+	rc.nextBidi++
+	req := rc.prepareRequest(id, path)
+	rc.alpn = saved
+	return append(frames, req.frame), req
+}
+
 // coalesced is what the server did with the tester's coalesced second
 // flight.
 type coalesced struct {
@@ -189,16 +209,8 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 	var req *rawRequest
 	rc.CoalesceFinished = func() []wire.Frame {
 		var frames []wire.Frame
-		if rc.negotiatedALPN() == h3.ALPNH3 && !rc.h3Control {
-			// The control stream goes in the same packet, not in one
-			// of its own ahead of the Finished.
-			rc.h3Control = true
-			frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, h3Frame(0x04, nil)...)})
-		}
-		id := 4 * rc.nextBidi
-		rc.nextBidi++
-		req = rc.prepareRequest(id, t.profile.SmallPath)
-		return append(frames, req.frame)
+		frames, req = rc.inlineRequest(rc.negotiatedALPN(), t.profile.SmallPath)
+		return frames
 	}
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
 	ps := t.rec.snapshot()

@@ -187,18 +187,9 @@ func (t *T) dialEarly(ctx context.Context, label string, cache *ticketCache, alp
 		if rc.seal0RTT == nil {
 			return
 		}
-		frames := []wire.Frame{&wire.PingFrame{}}
-		if reqALPN == h3.ALPNH3 && !rc.h3Control {
-			// The control stream travels in the same 0-RTT packet.
-			frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, h3Frame(0x04, nil)...)})
-			rc.h3Control = true
-		}
-		rc.alpn = []string{reqALPN}
-		id := 4 * rc.nextBidi
-		rc.nextBidi++
-		e.req = rc.prepareRequest(id, t.profile.SmallPath)
-		rc.alpn = alpns
-		frames = append(frames, e.req.frame)
+		req, r := rc.inlineRequest(reqALPN, t.profile.SmallPath)
+		e.req = r
+		frames := append([]wire.Frame{&wire.PingFrame{}}, req...)
 		pkt, _ := rc.longPacket(2, frames, longOpts{Type: wire.PacketType0RTT, Keys: rc.seal0RTT})
 		rc.send(pkt)
 		e.sent = append(e.sent, rc.lastSent())
