@@ -222,7 +222,7 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 		what = fmt.Sprintf("connection limit of %d (raised to %d, then %d) over two downloads", first, raise, fcFull)
 	}
 	if resumed1 {
-		t.Fact("fc.resume-after-raise", resume1.Round(time.Millisecond).String())
+		t.Fact("fc.resume-after-raise", resume1.Round(10*time.Microsecond).String())
 	} else {
 		t.Fact("fc.resume-after-raise", "did not reach the raised limit within the settle window")
 	}
