@@ -34,4 +34,10 @@ func TestMisbehavingServerTLS(t *testing.T) {
 		addr = startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{KeyUpdateInterval: 50, KeyUpdateWithoutAck: true} })
 		expectVerdicts(t, "quiver-updates-without-ack", addr, map[string][]Verdict{"tls-server-key-update": {Fail}})
 	})
+	t.Run("initial-keys-kept", func(t *testing.T) {
+		// The server keeps its Initial keys after processing a Handshake
+		// packet, so it acknowledges the tester's later Initial PING.
+		addr := startQuiverWith(t, func(c *quic.Config) { c.Probe = &quic.Probe{KeepInitialKeys: true} })
+		expectVerdicts(t, "quiver-initial-keys-kept", addr, map[string][]Verdict{"tls-initial-keys-discarded": {Fail}})
+	})
 }

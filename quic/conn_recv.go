@@ -306,7 +306,9 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		// "a server MUST discard Initial keys when it first successfully
 		// processes a Handshake packet".
 		c.addrValidated = true
-		c.discardSpace(now, initialSpace)
+		if c.probe == nil || !c.probe.KeepInitialKeys {
+			c.discardSpace(now, initialSpace)
+		}
 	}
 	c.lastActivity = now
 	c.lastAckElicitingSent = time.Time{}

@@ -74,6 +74,10 @@ type Probe struct {
 	// acknowledgment of a packet of the current phase, which RFC 9001
 	// §6.1 forbids: a misbehaving server for conformance tests.
 	KeyUpdateWithoutAck bool
+	// KeepInitialKeys stops a server from discarding its Initial keys
+	// when it first processes a Handshake packet, which RFC 9001 §4.9.1
+	// requires: a misbehaving server for conformance tests.
+	KeepInitialKeys bool
 	// SkipPacketNumber, when it returns true, makes the engine skip one
 	// packet number in that space before the next packet.
 	SkipPacketNumber func(space int) bool
