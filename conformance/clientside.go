@@ -132,6 +132,10 @@ type serveOptions struct {
 	// Preferred offers a second local port as the server's preferred
 	// address (RFC 9000 §9.6) and serves there too.
 	Preferred bool
+	// RealSocket gives the engine the UDP socket itself, so that it can
+	// set and read ECN codepoints; In, Out and the raw record of the
+	// client's datagrams are then unavailable.
+	RealSocket bool
 }
 
 // testServer is the tester acting as the server for one client run.
@@ -338,7 +342,11 @@ func (t *T) serve(ctx context.Context, o serveOptions) *testServer {
 	if o.Config != nil {
 		o.Config(cfg)
 	}
-	ep, err := quic.NewEndpoint(s.tap, cfg)
+	var pc net.PacketConn = s.tap
+	if o.RealSocket {
+		pc = uc
+	}
+	ep, err := quic.NewEndpoint(pc, cfg)
 	if err != nil {
 		uc.Close()
 		if pref != nil {

@@ -102,3 +102,20 @@ func TestControlStreamEnd(t *testing.T) {
 		t.Errorf("client control stream %d ok %v, want 2", id, ok)
 	}
 }
+
+func TestJudgeECN(t *testing.T) {
+	for _, c := range []struct {
+		f    ecnFeedback
+		want Verdict
+	}{
+		{ecnFeedback{frames: 0, sentApp: 100, markedCE: 10, total: 100}, Unsupported},
+		{ecnFeedback{frames: 5, ect0: 90, ce: 10, sentApp: 100, markedCE: 10, total: 100}, Pass},
+		{ecnFeedback{frames: 5, ect0: 100, ce: 0, sentApp: 100, markedCE: 10, total: 100}, Fail},
+		{ecnFeedback{frames: 5, ect0: 200, ce: 10, sentApp: 100, markedCE: 10, total: 100}, Fail},
+		{ecnFeedback{frames: 5, ect0: 0, ce: 10, sentApp: 100, markedCE: 10, total: 100}, Fail},
+	} {
+		if got, s := judgeECN(c.f); got != c.want {
+			t.Errorf("%+v: %s (%s), want %s", c.f, got, s, c.want)
+		}
+	}
+}
