@@ -265,7 +265,7 @@ func TestMisbehavingServerStreams(t *testing.T) {
 			}
 			wire.PutVarintLen(b[2:4], sf.Offset+2000, 2)
 		}))
-		expectVerdicts(t, "quiver-offset-jump", addr, map[string][]Verdict{"fc-stream-limit-respected": {Fail}})
+		expectVerdicts(t, "quiver-offset-jump", addr, map[string][]Verdict{"fc-stream-limit-respected": {Fail}, "fc-connection-limit-respected": {Fail}})
 	})
 	t.Run("answer-on-client-uni", func(t *testing.T) {
 		// Responses on stream 0 leave on stream 2, a client
