@@ -302,6 +302,13 @@ func init() {
 			}
 			slices.Sort(types)
 			t.Fact("h3.server-uni-streams", types)
+			if ctrl, _, ok := v.streamOfType(0x00); ok {
+				if f, _, err := h3.ParseFrame(ctrl); err == nil {
+					if st, ok := f.(*h3.SettingsFrame); ok {
+						t.Fact("h3.settings", st.Settings)
+					}
+				}
+			}
 			if r := v.response(id); r.status != 0 {
 				t.Fact("h3.status", r.status)
 			}
