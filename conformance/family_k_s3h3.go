@@ -385,9 +385,18 @@ func init() {
 				junk[i] = byte(rand.Uint32())
 			}
 			t.openUni(ctx, c, cat(wire.AppendVarint(nil, 0x21), junk))
-			t.openUni(ctx, c, nil).Reset(uint64(h3.ErrCodeRequestCancelled))
+			reset := t.openUni(ctx, c, nil)
+			reset.Reset(uint64(h3.ErrCodeRequestCancelled))
 			id := t.get(ctx, c, t.profile.SmallPath)
 			t.goesOn(ctx, c, id, "a unidirectional stream of reserved type 0x21 with 300 bytes of junk and a unidirectional stream reset before its type")
+			// The second half of the probe is the reset itself: make sure
+			// it went out before anything is concluded from it.
+			for _, fa := range framesOf[*wire.ResetStreamFrame](t.rec.snapshot(), c.ID(), 0, true) {
+				if fa.f.(*wire.ResetStreamFrame).StreamID == uint64(reset.ID()) {
+					return
+				}
+			}
+			t.Errorf("the RESET_STREAM for unidirectional stream %d, reset before its type, was never sent", reset.ID())
 		},
 	})
 	Register(&Scenario{
@@ -471,6 +480,10 @@ func init() {
 			s.StopSending(code)
 			id := t.get(ctx, c, t.profile.SmallPath)
 			t.goesOn(ctx, c, id, fmt.Sprintf("RESET_STREAM and STOP_SENDING with the reserved error code 0x%x on an earlier request", code))
+			ps := t.rec.snapshot()
+			if len(framesOf[*wire.ResetStreamFrame](ps, c.ID(), 0, true)) == 0 || len(framesOf[*wire.StopSendingFrame](ps, c.ID(), 0, true)) == 0 {
+				t.Errorf("the RESET_STREAM and STOP_SENDING carrying code 0x%x were not both sent", code)
+			}
 		},
 	})
 	Register(&Scenario{
