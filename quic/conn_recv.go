@@ -502,6 +502,15 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 		// level TLS has left.
 		return nil
 	}
+	// RFC 9001 §4.1.3: "If the packet is from a previously installed
+	// encryption level, it MUST NOT contain data that extends past the end
+	// of previously received data in that flow. Implementations MUST
+	// treat any violations of this requirement as a connection error of
+	// type PROTOCOL_VIOLATION." TLS has left the Initial level once the
+	// Handshake read keys are in.
+	if space == initialSpace && c.spaces[handshakeSpace].readKeys != nil && f.Offset+uint64(len(f.Data)) > sp.crypto.receivedEnd() {
+		return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §4.1.3: Initial CRYPTO data past offset %d after the Handshake keys were installed", sp.crypto.receivedEnd())
+	}
 	ready, exceeded := sp.crypto.receive(f.Offset, f.Data)
 	if exceeded {
 		return localTransportError(wire.CryptoBufferExceeded, uint64(f.Type()), "RFC 9000 §7.5: CRYPTO data beyond %d bytes of buffer", maxCryptoBuffer)

@@ -70,6 +70,16 @@ func (s *cryptoStream) onLost(off, length uint64) {
 	s.lost = append(s.lost, byteRange{off, off + length})
 }
 
+// receivedEnd returns the end of the data received so far: the delivered
+// offset or the end of the furthest buffered segment.
+func (s *cryptoStream) receivedEnd() uint64 {
+	end := s.delivered
+	for _, sg := range s.segs {
+		end = max(end, sg.off+uint64(len(sg.data)))
+	}
+	return end
+}
+
 // receive adds a CRYPTO frame and returns the data now contiguous at the
 // delivered offset (to hand to TLS), or an error code if the frame reaches
 // too far ahead.

@@ -41,6 +41,9 @@ type testPeer struct {
 	// doubleHandshakeCrypto sends each Handshake CRYPTO frame twice in its
 	// packet, as a client whose retransmission joins the original may.
 	doubleHandshakeCrypto bool
+	// extendInitialCrypto sends, before the first Handshake CRYPTO frame,
+	// an Initial CRYPTO frame past the end of the ClientHello.
+	extendInitialCrypto bool
 }
 
 func newTestPeer(t *testing.T, n *memNet, serverAddr string) *testPeer {
@@ -127,6 +130,10 @@ func (p *testPeer) tlsEvents() {
 			for len(e.Data) > 0 {
 				n := min(len(e.Data), 1000)
 				f := &wire.CryptoFrame{Offset: off, Data: e.Data[:n]}
+				if p.extendInitialCrypto && sp == handshakeSpace {
+					p.extendInitialCrypto = false
+					p.writeFrames(initialSpace, &wire.CryptoFrame{Offset: uint64(len(p.crypto[initialSpace].out)), Data: []byte{1, 0, 0, 0}})
+				}
 				if p.doubleHandshakeCrypto && sp == handshakeSpace {
 					p.writeFrames(sp, f, f)
 				} else {
@@ -411,6 +418,31 @@ func TestPeerDuplicateFinished(t *testing.T) {
 		})
 		if closed != nil {
 			t.Fatalf("server closed with %+v", closed)
+		}
+	})
+}
+
+// TestPeerInitialCryptoPastEnd: after the server has moved to Handshake
+// keys, Initial CRYPTO data past the end of the ClientHello is a
+// PROTOCOL_VIOLATION (RFC 9001 §4.1.3).
+func TestPeerInitialCryptoPastEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		p := newTestPeer(t, n, testServerAddr)
+		p.extendInitialCrypto = true
+		p.handshake("hq-interop")
+		var closed *wire.ConnectionCloseFrame
+		p.wantFrame("CONNECTION_CLOSE after Initial CRYPTO past the ClientHello", func(space spaceID, f wire.Frame) bool {
+			closed, _ = f.(*wire.ConnectionCloseFrame)
+			return closed != nil
+		})
+		if wire.TransportErrorCode(closed.ErrorCode) != wire.ProtocolViolation {
+			t.Fatalf("server closed with %+v, want PROTOCOL_VIOLATION", closed)
 		}
 	})
 }
