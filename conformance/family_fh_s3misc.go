@@ -205,6 +205,13 @@ func runAFCEImmediate(ctx context.Context, t *T) {
 	var ce uint8 = 2
 	rc.paths[0].ECN = func() uint8 { return ce }
 	req := t.sc.Requirements[0]
+	// Control: the same burst without a CE mark must not be acknowledged
+	// at once, or a prompt ACK says nothing about the mark.
+	ctl := rc.burst(5, nil)[4]
+	rc.Receive(ctx, 100*time.Millisecond, nil)
+	if d := t.ackDelays(rc.trace.id, []*packet{ctl})[0]; d >= 0 && d <= t.immediate() {
+		t.Inconclusive(fmt.Sprintf("With Ack-Eliciting Threshold 9 the server acknowledged the fifth of five ECT(0) packets after %v anyway, so a prompt ACK of a CE mark would show nothing.", d.Round(time.Microsecond)), events(Trigger, af, ctl)...)
+	}
 	var marked []*packet
 	prompt := 0
 	var delays []time.Duration
