@@ -45,6 +45,18 @@ func quiverClientWith(alpn string, edit func(*transfer.ClientConfig)) ClientTarg
 // test-client template: the same binary, arguments and environment, with
 // the manifest's placeholders mapped to test-client's.
 func peerClient(t *testing.T, name, alpn string) ClientTarget {
+	ct := peerClientCase(t, name, alpn, "")
+	// A peer that can run the zerortt test case resumes its first
+	// connection's session on a second one, with 0-RTT and tokens.
+	if im, _ := peers.Find(name); slices.Contains(im.ClientCases, "zerortt") {
+		ct.ResumeCommand = peerClientCase(t, name, alpn, "zerortt").Command
+	}
+	return ct
+}
+
+// peerClientCase is peerClient with the endpoint test case tc (the peer's
+// default when empty).
+func peerClientCase(t *testing.T, name, alpn, tc string) ClientTarget {
 	im, err := peers.Find(name)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +68,9 @@ func peerClient(t *testing.T, name, alpn string) ClientTarget {
 		}
 		t.Skipf("%s client not installed (%v); run %s", name, err, peers.InstallCommand)
 	}
-	tc := im.DefaultCase
+	if tc == "" {
+		tc = im.DefaultCase
+	}
 	m := map[string]string{"{OUT}": "{outdir}", "{HOST}": "{host}", "{PORT}": "{port}", "{ADDR}": "{addr}",
 		"{CA}": "{ca}", "{KEYLOG}": "{keylog}", "{ALPN}": alpn, "{TESTCASE}": tc, "{QLOGDIR}": ""}
 	mapArg := func(a string) string {

@@ -53,6 +53,14 @@ type ClientTarget struct {
 	// Launch, when set, runs the client instead of Command (tests, and
 	// Quiver's own client in process).
 	Launch func(ctx context.Context, l Launch) error `json:"-"`
+	// ResumeCommand is a template like Command for a client that fetches
+	// {urls} over several connections in turn: the first URL on the first
+	// connection, the others on a second (or one each after the first)
+	// that resumes the session of the one before, sends its requests in
+	// 0-RTT when the ticket allows and presents any NEW_TOKEN token it
+	// got. Empty when the client cannot: the scenarios that need
+	// resumption, 0-RTT or tokens are then unsupported.
+	ResumeCommand string `json:"resume_command,omitempty"`
 }
 
 // Launch is one run of the client under test.
@@ -470,6 +478,19 @@ type clientRun struct {
 // launch starts the client under test against s, fetching the named
 // resources. It returns at once; wait for the end with clientRun.wait.
 func (t *T) launch(ctx context.Context, s *testServer, names ...string) *clientRun {
+	return t.launchWith(ctx, s, false, names...)
+}
+
+// launchResume starts the client's resume command (ClientTarget.
+// ResumeCommand) against s, or ends the scenario as unsupported.
+func (t *T) launchResume(ctx context.Context, s *testServer, names ...string) *clientRun {
+	if t.profile.Client == nil || t.profile.Client.ResumeCommand == "" {
+		t.Unsupported("The client target gives no resume command, so the client cannot be asked to resume a session, send 0-RTT or reuse a token.")
+	}
+	return t.launchWith(ctx, s, true, names...)
+}
+
+func (t *T) launchWith(ctx context.Context, s *testServer, resume bool, names ...string) *clientRun {
 	ct := t.profile.Client
 	if ct == nil {
 		t.Errorf("client-facing scenario without a client target")
@@ -491,12 +512,16 @@ func (t *T) launch(ctx context.Context, s *testServer, names ...string) *clientR
 	t.cleanup(func() { cancel(); <-cr.done })
 	go func() {
 		defer close(cr.done)
-		if ct.Launch != nil {
+		if ct.Launch != nil && !resume {
 			cr.err = ct.Launch(cctx, l)
 			return
 		}
-		cr.noOut = !strings.Contains(ct.Command, "{outdir}")
-		cr.err = runCommand(cctx, expandCommand(ct.Command, l), cr.stdout)
+		command := ct.Command
+		if resume {
+			command = ct.ResumeCommand
+		}
+		cr.noOut = !strings.Contains(command, "{outdir}")
+		cr.err = runCommand(cctx, expandCommand(command, l), cr.stdout)
 	}()
 	return cr
 }

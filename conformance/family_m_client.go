@@ -55,8 +55,13 @@ func (t *T) clientConn(s *testServer, qc *quic.Conn) *Conn {
 // the connection once the client's request has arrived (the handshake is
 // then complete on both sides).
 func (t *T) holdOpen(ctx context.Context, o serveOptions) (*testServer, *Conn) {
+	return t.holdOpenWith(ctx, o, func(s *testServer) { t.launch(ctx, s, holdResource) })
+}
+
+// holdOpenWith is holdOpen with the client started by start.
+func (t *T) holdOpenWith(ctx context.Context, o serveOptions, start func(s *testServer)) (*testServer, *Conn) {
 	s := t.serve(ctx, o)
-	t.launch(ctx, s, holdResource)
+	start(s)
 	qc := s.accepted(ctx, clientHandshakeWait)
 	if qc == nil {
 		t.Inconclusive("The client never completed a handshake with the tester's server, so the deviation could not be provoked.", events(Context, lastN(received(t.rec.snapshot(), s.trace.id, 0), 3)...)...)

@@ -10,7 +10,7 @@ import (
 )
 
 type testClientOpts struct {
-	cmd, alpn, name, scenarios, jsonFile, junit, artifacts string
+	cmd, resumeCmd, alpn, name, scenarios, jsonFile, junit, artifacts string
 	parallel                                               int
 }
 
@@ -26,6 +26,7 @@ func testClientCommand() *command {
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &testClientOpts{}
 			fs.StringVar(&o.cmd, "cmd", "", "client `command` template: {url} {urls} {addr} {host} {port} {ca} {keylog} {outdir}")
+			fs.StringVar(&o.resumeCmd, "resume-cmd", "", "client `command` template that fetches the first of {urls} on one connection and the rest on a second that resumes the session (0-RTT, tokens); without it those scenarios are unsupported")
 			fs.StringVar(&o.alpn, "alpn", "hq-interop", "application `protocol` the client speaks (hq-interop or h3)")
 			fs.StringVar(&o.name, "name", "", "client `name` in the reports (default: the command's first word)")
 			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
@@ -60,7 +61,7 @@ func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 			patterns = append(patterns, p)
 		}
 	}
-	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ALPN: o.alpn}, conformance.Options{
+	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ResumeCommand: o.resumeCmd, ALPN: o.alpn}, conformance.Options{
 		Scenarios:    patterns,
 		Parallel:     o.parallel,
 		Timeout:      10 * time.Second,
