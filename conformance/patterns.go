@@ -188,6 +188,16 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 	}
 	if len(acked) > 0 {
 		msg := fmt.Sprintf("The "+t.who()+" kept the connection open after %s: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).", e.Describe, len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		// A stream error with the expected code, where the requirement
+		// names a connection error, is the usual way to get this wrong:
+		// say so, and keep the frame as evidence.
+		for _, p := range rcv {
+			if f := streamErrorWith(p, e.Codes); f != nil && e.Application && !e.StreamErrors {
+				msg += fmt.Sprintf(" It answered with a stream error instead (%s); the requirement asks for a connection error.", frameString(f))
+				acked = append(acked, p)
+				break
+			}
+		}
 		if e.GoesOnWarns {
 			t.Warn(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
 		} else {
