@@ -44,6 +44,9 @@ type ClientConfig struct {
 	Progress func(url string, bytes int64)
 	// Logf, when set, reports what was negotiated.
 	Logf func(format string, args ...any)
+	// EditQUIC, when set, edits the engine configuration before dialing
+	// (tests: probe hooks that make the client misbehave).
+	EditQUIC func(*quic.Config)
 }
 
 // Result is the outcome of one URL.
@@ -136,6 +139,9 @@ func getHost(ctx context.Context, host string, idx []int, results []Result, bufs
 		Versions: cfg.Versions,
 		KeyLog:   cfg.KeyLog,
 		Tracer:   tracer(cfg.QlogDir, cfg.Logf),
+	}
+	if cfg.EditQUIC != nil {
+		cfg.EditQUIC(qcfg)
 	}
 	conn, err := quic.Dial(ctx, "udp", host, qcfg)
 	if err != nil {
