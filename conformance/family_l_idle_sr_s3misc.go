@@ -546,9 +546,9 @@ func runSRForeignToken(ctx context.Context, t *T) {
 			return false
 		})
 		rc.receiveUntil(ctx, t.PTO(), m2, sentTo(cid2))
-		// Let the tester's acknowledgment of RETIRE_CONNECTION_ID land,
-		// so the ID is retired on both sides before the reset.
-		rc.Receive(ctx, t.PTO(), nil)
+		// The server retired the ID when it sent RETIRE_CONNECTION_ID;
+		// the reset follows the tester's acknowledgment of that frame.
+		rc.Receive(ctx, 5*time.Millisecond, nil)
 		return tok1, retired != nil, "The server retired the tester's sequence-1 connection ID (Retire Prior To 2)", []*packet{n1, n2, retired}
 	})
 }
