@@ -1153,7 +1153,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		from := time.Now()
 		rc.Receive(ctx, roundTrip, nil)
 		n, _ := t.datagramBytes(func(d datagramRec) bool {
-			return !d.at.Before(from) && d.peer == rc.peer && d.local == rc.paths[0].local
+			return !d.at.Before(from) && d.peer == rc.paths[0].peer && d.local == rc.paths[0].local
 		}, false, time.Time{})
 		rounds = append(rounds, n)
 		if armed && lossRound < 0 {

@@ -202,7 +202,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	t.cleanup(func() { uc.Close() })
 	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawIn, 1024), done: make(chan struct{})}
 	t.cleanup(func() { close(rc.done) })
-	rc.peer = ua.AddrPort()
+	rc.peer = netip.AddrPortFrom(ua.AddrPort().Addr().Unmap(), ua.AddrPort().Port())
 	rc.addPath(uc)
 	rc.conn, rc.local = uc, rc.paths[0].local
 	rc.trace = t.rec.newConn(o.Label)

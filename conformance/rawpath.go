@@ -51,7 +51,10 @@ type rawIn struct {
 func (rc *rawClient) addPath(uc *net.UDPConn) int {
 	p := &rawPath{conn: uc, local: uc.LocalAddr().(*net.UDPAddr).AddrPort(), tos: -1}
 	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok {
-		p.peer = ra.AddrPort()
+		// Unmapped, like rawClient.peer: a socket dialed from a
+		// resolved address reports ::ffff:a.b.c.d, and the recorder's
+		// peer must compare equal to the target's.
+		p.peer = netip.AddrPortFrom(ra.AddrPort().Addr().Unmap(), ra.AddrPort().Port())
 	}
 	p.v6 = p.local.Addr().Is6() && !p.local.Addr().Is4In6()
 	if rc2, err := uc.SyscallConn(); err == nil {
