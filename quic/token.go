@@ -63,14 +63,14 @@ func (c *Conn) sendNewToken(now time.Time) {
 }
 
 // newTokenAfterMigration gives a client whose new address the server
-// just validated a token for that address, when its IP differs from the
-// one the last token vouched for (tokens name the IP only). RFC 9000
-// §8.1.3: "A server MAY provide clients with an address validation token
-// during one connection that can be used on a subsequent connection";
-// after a migration the client's next connection will likely come from
-// the new address.
+// just validated a fresh token. RFC 9000 §9.3: "After verifying a new
+// client address, the server SHOULD send new address validation tokens
+// (Section 8) to the client." Tokens name the IP only, so one given before
+// a port change would still serve, but the SHOULD names any new address
+// (path-new-token-after-validation warned on a port change), and a token
+// is a few dozen bytes.
 func (c *Conn) newTokenAfterMigration(now time.Time) {
-	if c.isClient || !c.handshakeComplete || !c.tokenAddr.IsValid() || c.tokenAddr == c.peerAddr.Addr() {
+	if c.isClient || !c.handshakeComplete || !c.tokenAddr.IsValid() {
 		return
 	}
 	c.sendNewToken(now)
