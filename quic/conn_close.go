@@ -129,6 +129,7 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 	}
 	var pks [numSpaces]pk
 	n := 0
+	hasInitial := false
 	for sp := initialSpace; sp < numSpaces; sp++ {
 		space := &c.spaces[sp]
 		if sp == appSpace {
@@ -159,9 +160,7 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 		}
 		buf = f.Append(buf)
 		if sp == initialSpace && c.isClient {
-			for len(buf)+16 < minInitialDatagramSize {
-				buf = append(buf, 0)
-			}
+			hasInitial = true
 		}
 		for len(buf)-p.pnOff < 4 {
 			buf = append(buf, 0)
@@ -172,6 +171,20 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 	}
 	if n == 0 {
 		return
+	}
+	// RFC 9000 §14.1: "A client MUST expand the payload of all UDP
+	// datagrams carrying Initial packets to at least the smallest allowed
+	// maximum datagram size of 1200 bytes by adding PADDING frames to the
+	// Initial packet or by coalescing the Initial packet". The padding goes
+	// in the last packet, so that the datagram is exactly 1200 bytes and
+	// fits the size allowed before the handshake is confirmed; padding the
+	// Initial packet alone made an Initial+Handshake close too large to
+	// send, and a client failing its handshake closed in silence.
+	if hasInitial {
+		for len(buf)+16 < minInitialDatagramSize {
+			buf = append(buf, 0)
+		}
+		pks[n-1].endOff = len(buf)
 	}
 	buf = append(buf, make([]byte, 16)...)
 	for i := 0; i < n; i++ {
