@@ -518,6 +518,16 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 	for _, b := range ready {
 		if !c.isClient && space == initialSpace && c.clientRandom == nil {
 			c.clientRandom = helloRandom(b)
+			// RFC 9001 §8.4: "A client MUST NOT request the use of the
+			// TLS 1.3 compatibility mode. A server SHOULD treat the
+			// receipt of a TLS ClientHello with a non-empty
+			// legacy_session_id field as a connection error of type
+			// PROTOCOL_VIOLATION." (crypto/tls would echo it.) The
+			// length byte follows the 4-byte handshake header, the
+			// 2-byte legacy_version and the 32-byte random.
+			if c.clientRandom != nil && len(b) > 38 && b[38] != 0 {
+				return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §8.4: ClientHello with a %d-byte legacy_session_id", b[38])
+			}
 		}
 		if err := c.tls.HandleData(space.tlsLevel(), b); err != nil {
 			return c.tlsError(err)
