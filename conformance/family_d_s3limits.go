@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -134,25 +133,10 @@ func findClientTransportParameters(stream []byte) ([]byte, bool) {
 		return true
 	}
 	// session id, cipher suites, compression methods
-	if !skip(1) || !skip(2) || !skip(1) || len(b) < 2 {
+	if !skip(1) || !skip(2) || !skip(1) {
 		return nil, false
 	}
-	exts := b[2:]
-	if n := int(binary.BigEndian.Uint16(b)); n <= len(exts) {
-		exts = exts[:n]
-	}
-	for len(exts) >= 4 {
-		typ := binary.BigEndian.Uint16(exts)
-		n := int(binary.BigEndian.Uint16(exts[2:]))
-		if len(exts) < 4+n {
-			return nil, false
-		}
-		if typ == extQUICTransportParams {
-			return exts[4 : 4+n], true
-		}
-		exts = exts[4+n:]
-	}
-	return nil, false
+	return findExtension(b, extQUICTransportParams)
 }
 
 // testerTP decodes the transport parameters the tester sent on one

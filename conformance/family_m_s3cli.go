@@ -191,22 +191,6 @@ func registerClientRetry2() {
 	})
 }
 
-// clientAcked returns the first client packet in space whose ACK frame
-// covers pn.
-func clientAcked(ps []*packet, conn, space int, pn uint64) *packet {
-	for _, p := range ps {
-		if p.sent || p.conn != conn || p.space != space {
-			continue
-		}
-		for _, f := range p.frames {
-			if a, ok := f.(*wire.AckFrame); ok && a.Acks(pn) {
-				return p
-			}
-		}
-	}
-	return nil
-}
-
 // forgedPN is the packet number of the tester's forged server Initial: far
 // above anything the engine sends during a handshake, so that an
 // acknowledgment of it can only mean the client processed the forgery.
@@ -247,7 +231,7 @@ func registerClientServerInitial() {
 				}
 				fh, _ := wire.ParseHeader(f, 0)
 				ps := t.rec.snapshot()
-				if p := clientAcked(ps, s.trace.id, spaceInitial, forgedPN); p != nil {
+				if p := ackedBy(ps, s.trace.id, spaceInitial, forgedPN); p != nil {
 					t.Fail("discarded", req, fmt.Sprintf("The client processed %s: its Initial acknowledged packet number %d, which only the forged packet used.", what, forgedPN), events(Response, p)...)
 					return
 				}

@@ -132,10 +132,10 @@ func (t *T) pingAckDelays(ctx context.Context, s *testServer, c *Conn, n int, ga
 					}
 				}
 			}
-			return sent != nil && clientAcked(ps[mark:], s.trace.id, spaceApp, sent.pn) != nil
+			return sent != nil && ackedBy(ps[mark:], s.trace.id, spaceApp, sent.pn) != nil
 		}
 		if t.rec.wait(ctx, wait, find) {
-			a := clientAcked(t.rec.snapshot()[mark:], s.trace.id, spaceApp, sent.pn)
+			a := ackedBy(t.rec.snapshot()[mark:], s.trace.id, spaceApp, sent.pn)
 			out = append(out, a.at.Sub(sent.at))
 		} else {
 			out = append(out, -1)
@@ -301,7 +301,7 @@ func registerClientUnknownAddress() {
 			t.Fact("unknown-address.from", other.LocalAddr().String())
 			// The connection goes on: PINGs on the real path every PTO.
 			e := Expectation{Check: "discarded", Req: reqCliUnknownAddr, Describe: "a 1-RTT packet from an unknown server address"}
-			acked := func(ps []*packet) bool { return clientAcked(ps[min(mark, len(ps)):], s.trace.id, spaceApp, pn) != nil }
+			acked := func(ps []*packet) bool { return ackedBy(ps[min(mark, len(ps)):], s.trace.id, spaceApp, pn) != nil }
 			for waited := time.Duration(0); waited < t.Settle(); waited += t.PTO() {
 				c.Ping()
 				if t.rec.wait(ctx, t.PTO(), acked) {
@@ -309,13 +309,13 @@ func registerClientUnknownAddress() {
 				}
 			}
 			ps = t.rec.snapshot()
-			if p := clientAcked(ps[mark:], s.trace.id, spaceApp, pn); p != nil {
+			if p := ackedBy(ps[mark:], s.trace.id, spaceApp, pn); p != nil {
 				t.Fail(e.Check, e.Req, fmt.Sprintf("The client acknowledged packet %d, which came from %s, an address the server never used.", pn, other.LocalAddr()), events(Response, p)...)
 				return
 			}
 			var pings int
 			for _, p := range ps[mark:] {
-				if p.sent && p.conn == s.trace.id && p.has(wire.FrameTypePing) && clientAcked(ps[mark:], s.trace.id, spaceApp, p.pn) != nil {
+				if p.sent && p.conn == s.trace.id && p.has(wire.FrameTypePing) && ackedBy(ps[mark:], s.trace.id, spaceApp, p.pn) != nil {
 					pings++
 				}
 			}

@@ -345,26 +345,31 @@ func findTransportParameters(stream []byte) ([]byte, bool) {
 		if m[0] != tlsEncryptedExtensions {
 			continue
 		}
-		body := m[4:]
-		if len(body) < 2 {
+		return findExtension(m[4:], extQUICTransportParams)
+	}
+	return nil, false
+}
+
+// findExtension returns the body of extension typ in a TLS extensions
+// block (a 2-byte length, then type, length, body entries).
+func findExtension(b []byte, typ uint16) ([]byte, bool) {
+	if len(b) < 2 {
+		return nil, false
+	}
+	exts := b[2:]
+	if n := int(binary.BigEndian.Uint16(b)); n <= len(exts) {
+		exts = exts[:n]
+	}
+	for len(exts) >= 4 {
+		t := binary.BigEndian.Uint16(exts)
+		n := int(binary.BigEndian.Uint16(exts[2:]))
+		if len(exts) < 4+n {
 			return nil, false
 		}
-		exts := body[2:]
-		if n := int(binary.BigEndian.Uint16(body)); n <= len(exts) {
-			exts = exts[:n]
+		if t == typ {
+			return exts[4 : 4+n], true
 		}
-		for len(exts) >= 4 {
-			typ := binary.BigEndian.Uint16(exts)
-			n := int(binary.BigEndian.Uint16(exts[2:]))
-			if len(exts) < 4+n {
-				return nil, false
-			}
-			if typ == extQUICTransportParams {
-				return exts[4 : 4+n], true
-			}
-			exts = exts[4+n:]
-		}
-		return nil, false
+		exts = exts[4+n:]
 	}
 	return nil, false
 }
@@ -489,7 +494,8 @@ func events(role EventRole, ps ...*packet) []PacketEvent {
 	return out
 }
 
-// acked reports whether any ACK frame the server sent in space covers pn.
+// ackedBy returns the first received packet in space (from the server, or
+// from the client under test) whose ACK frame covers pn.
 func ackedBy(ps []*packet, conn, space int, pn uint64) *packet {
 	for _, p := range ps {
 		if p.sent || p.conn != conn || p.space != space {

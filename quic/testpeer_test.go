@@ -354,6 +354,18 @@ func (p *testPeer) wantIdle(reason string) {
 
 // startPeerTest starts a Quiver server with cfg and a scripted peer that
 // completes the handshake.
+// newServerAndPeer starts a server endpoint with the test configuration on
+// a memNet (closed with the test) and a raw test peer towards it.
+func newServerAndPeer(t *testing.T) (*memNet, *testPeer) {
+	n := newMemNet(5 * time.Millisecond)
+	ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return n, newTestPeer(t, n, testServerAddr)
+}
+
 func startPeerTest(t *testing.T, cfg *Config) (*testPeer, *Endpoint) {
 	n := newMemNet(5 * time.Millisecond)
 	ep, err := NewEndpoint(n.listen(testServerAddr), cfg)
@@ -399,13 +411,7 @@ func startPeerTest(t *testing.T, cfg *Config) (*testPeer, *Endpoint) {
 // handshakeloss interop cell.
 func TestPeerDuplicateFinished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newMemNet(5 * time.Millisecond)
-		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ep.Close()
-		p := newTestPeer(t, n, testServerAddr)
+		_, p := newServerAndPeer(t)
 		p.doubleHandshakeCrypto = true
 		p.handshake("hq-interop")
 		var closed *wire.ConnectionCloseFrame
@@ -427,13 +433,7 @@ func TestPeerDuplicateFinished(t *testing.T) {
 // PROTOCOL_VIOLATION (RFC 9001 §4.1.3).
 func TestPeerInitialCryptoPastEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newMemNet(5 * time.Millisecond)
-		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ep.Close()
-		p := newTestPeer(t, n, testServerAddr)
+		_, p := newServerAndPeer(t)
 		p.extendInitialCrypto = true
 		p.handshake("hq-interop")
 		var closed *wire.ConnectionCloseFrame
@@ -556,13 +556,7 @@ func TestCustomPacketReservedBits(t *testing.T) {
 // times the bytes it received (RFC 9000 §8.1).
 func TestAmplificationLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newMemNet(5 * time.Millisecond)
-		ep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ep.Close()
-		p := newTestPeer(t, n, testServerAddr)
+		n, p := newServerAndPeer(t)
 		var sent int
 		n.mu.Lock()
 		n.policy = func(_ int, from, _ netip.AddrPort, b []byte) (bool, time.Duration) {
