@@ -11,7 +11,7 @@ import (
 
 type testClientOpts struct {
 	cmd, resumeCmd, alpn, name, scenarios, jsonFile, junit, artifacts string
-	parallel                                               int
+	parallel                                                          int
 }
 
 func testClientCommand() *command {
