@@ -1,59 +1,60 @@
 package conformance
 
 import (
-	"bufio"
+	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// catalogueID matches a scenario heading of the catalogue:
-// **`scenario-id`** · needs …
-var catalogueID = regexp.MustCompile("^\\*\\*`([a-z0-9]+(?:-[a-z0-9]+)*)`\\*\\*")
-
-// cataloguePath finds the catalogue (conformance-scenarios.md): the file
-// named by QUIVER_CATALOGUE, or the project's design folder beside the
-// repository (../shared/design, as the README's specification links),
-// looked for in each folder above, so that worktrees find it too.
-func cataloguePath() string {
-	if p := os.Getenv("QUIVER_CATALOGUE"); p != "" {
-		return p
-	}
-	dir, err := filepath.Abs("..")
-	if err != nil {
-		return ""
-	}
-	for {
-		p := filepath.Join(dir, "shared", "design", "conformance-scenarios.md")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return p
-		}
-		dir = up
-	}
-}
-
-// parseCatalogueIDs returns the scenario IDs of the catalogue, in order.
-func parseCatalogueIDs(path string) ([]string, error) {
-	f, err := os.Open(path)
+// catalogueIDs reads testdata/catalogue-ids.txt: every scenario ID of the
+// catalogue, in order (docs/scenarios.md describes those registered).
+func catalogueIDs() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", "catalogue-ids.txt"))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var ids []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if m := catalogueID.FindStringSubmatch(sc.Text()); m != nil {
-			ids = append(ids, m[1])
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			ids = append(ids, line)
 		}
 	}
-	return ids, sc.Err()
+	return ids, nil
+}
+
+var updateDocs = flag.Bool("update", false, "rewrite docs/scenarios.md from the registry")
+
+// TestScenariosDoc checks that docs/scenarios.md is exactly what
+// WriteCatalogue writes from the registry (go test ./conformance -run
+// TestScenariosDoc -update rewrites it).
+func TestScenariosDoc(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteCatalogue(&b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "docs", "scenarios.md")
+	if *updateDocs {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(old, b.Bytes()) {
+		t.Fatalf("docs/scenarios.md is stale: regenerate it with `go run ./cmd/quiver scenarios --markdown > docs/scenarios.md` (or go test ./conformance -run TestScenariosDoc -update)")
+	}
+	for _, s := range Scenarios() {
+		if !bytes.Contains(old, []byte("### `"+s.ID+"`")) {
+			t.Errorf("%s missing from docs/scenarios.md", s.ID)
+		}
+	}
 }
 
 // readUnregistered reads testdata/unregistered.txt: the catalogue IDs the
@@ -91,13 +92,12 @@ func TestCatalogueCoverage(t *testing.T) {
 			t.Errorf("%s: testdata/unregistered.txt gives no reason", id)
 		}
 	}
-	path := cataloguePath()
-	ids, err := parseCatalogueIDs(path)
+	ids, err := catalogueIDs()
 	if err != nil {
-		t.Skipf("catalogue not found (%v); set QUIVER_CATALOGUE to conformance-scenarios.md", err)
+		t.Fatal(err)
 	}
 	if len(ids) < 300 {
-		t.Fatalf("parsed only %d IDs from %s; the heading format changed?", len(ids), path)
+		t.Fatalf("read only %d IDs from testdata/catalogue-ids.txt", len(ids))
 	}
 	inCat := map[string]bool{}
 	for _, id := range ids {

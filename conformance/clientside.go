@@ -34,7 +34,7 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// ClientTarget describes a client under test (catalogue §2.1, client
+// ClientTarget describes a client under test (docs/conformance-model.md, Target profile, client
 // command): how to make it fetch URLs from a server Quiver runs.
 type ClientTarget struct {
 	Name string `json:"name"`
@@ -73,7 +73,7 @@ type Launch struct {
 	ALPN   string
 }
 
-// Needs tags of client-facing scenarios (catalogue §4).
+// Needs tags of client-facing scenarios (docs/scenarios.md, Client-facing).
 const (
 	NeedCAny = "c-any"
 	NeedCH3  = "c-h3"

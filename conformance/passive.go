@@ -1,14 +1,12 @@
 package conformance
 
 import (
-	"bytes"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// Passive checks over every connection of a run (catalogue §2.6): after
+// Passive checks over every connection of a run (docs/conformance-model.md, Passive checks): after
 // each server-facing scenario, the checks below judge every connection it
 // made, whatever it sent; the runner then reports what they found under
 // the passive scenario's ID, naming the scenario and connection where it
@@ -156,70 +154,6 @@ func mergePassive(results []Result, found [][]passiveFinding, judged int) {
 		}
 		r.Verdict, r.Sentence = combine(r.Checks)
 	}
-}
-
-func judgePNMonotonic(c connRecord) (string, []*packet) {
-	// Order is judged per path: the raw client reads each of its
-	// sockets in its own goroutine, so packets on different paths can
-	// reach the record out of their sending order. Reuse is judged
-	// across paths.
-	type key struct{ space, path int }
-	last := map[key]*packet{}
-	seen := map[key]*packet{} // space and packet number
-	var scid []byte
-	for _, p := range c.packets {
-		if p.sent || p.space < 0 || p.ev.PacketType == "unknown" {
-			continue
-		}
-		// A new server connection ID on a long header means a new
-		// server connection (a scenario that restarts its handshake on
-		// the same socket): its numbers start again.
-		if len(p.scid) > 0 && !bytes.Equal(p.scid, scid) {
-			if scid != nil {
-				clear(last)
-				clear(seen)
-			}
-			scid = p.scid
-		}
-		repeat := func(prev *packet) bool { return prev.closeFrame() != nil && p.closeFrame() != nil }
-		if prev, ok := seen[key{p.space, int(p.pn)}]; ok && !repeat(prev) {
-			return fmt.Sprintf("in the %s space the server sent packet number %d twice.", p.ev.PacketType, p.pn), []*packet{prev, p}
-		}
-		seen[key{p.space, int(p.pn)}] = p
-		k := key{p.space, p.path}
-		if prev, ok := last[k]; ok && p.pn < prev.pn {
-			return fmt.Sprintf("in the %s space the server sent packet %d after packet %d on the same path.", p.ev.PacketType, p.pn, prev.pn), []*packet{prev, p}
-		}
-		last[k] = p
-	}
-	return "", nil
-}
-
-func judgeFramesPermitted(c connRecord) (string, []*packet) {
-	for _, p := range c.packets {
-		if p.sent || p.space < 0 || p.ev.PacketType == "unknown" {
-			continue
-		}
-		pt := map[int]wire.PacketType{0: wire.PacketTypeInitial, 1: wire.PacketTypeHandshake, 2: wire.PacketType1RTT}[p.space]
-		for _, f := range p.frames {
-			if ft := f.Type(); ft.Known() && !ft.AllowedIn(pt) {
-				return fmt.Sprintf("the server sent a %s frame in a %s packet.", ft, p.ev.PacketType), []*packet{p}
-			}
-		}
-	}
-	return "", nil
-}
-
-func judgeCloseUTF8(c connRecord) (string, []*packet) {
-	for _, p := range c.packets {
-		if p.sent || p.ev.PacketType == "unknown" {
-			continue
-		}
-		if cc := p.closeFrame(); cc != nil && !utf8.Valid(cc.Reason) {
-			return fmt.Sprintf("the server's CONNECTION_CLOSE reason phrase %q is not valid UTF-8.", cc.Reason), []*packet{p}
-		}
-	}
-	return "", nil
 }
 
 func judgeNoTLSMessage(c connRecord, typ byte, name string) (string, []*packet) {

@@ -20,7 +20,7 @@ func newGet(ctx context.Context, p *Profile, path string) (*http.Request, error)
 	return http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+path, nil)
 }
 
-// Expectation is what a provoked error must look like (catalogue §2.5).
+// Expectation is what a provoked error must look like (docs/conformance-model.md, Provoked errors).
 type Expectation struct {
 	// Check names the check in the result.
 	Check string
@@ -240,7 +240,7 @@ type controlResult struct {
 	msg string
 }
 
-// Control runs the control probe (catalogue §1.1 rule 6): a normal
+// Control runs the control probe (docs/conformance-model.md, Verdicts rule 6): a normal
 // handshake on the same target, to prove it is reachable. Without a
 // successful control, silence is inconclusive.
 func (t *T) Control(ctx context.Context) (bool, string) {

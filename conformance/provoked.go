@@ -15,7 +15,7 @@ type variant struct {
 }
 
 // provokedSpec describes a scenario that follows the provoked-error
-// pattern (catalogue §2.5) on established engine connections.
+// pattern (docs/conformance-model.md, Provoked errors) on established engine connections.
 type provokedSpec struct {
 	id, title, family string
 	needs             []string

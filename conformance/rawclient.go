@@ -244,7 +244,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	return rc
 }
 
-// defaultClientTP are the tester defaults of catalogue §2.4.
+// defaultClientTP are the tester defaults of docs/conformance-model.md, Tester defaults.
 func defaultClientTP(scid []byte) *wire.TransportParameters {
 	tp := &wire.TransportParameters{}
 	tp.SetDefaults()

@@ -226,7 +226,7 @@ func ecnName(cp uint8) string {
 // from which the target can be reached: on loopback another 127/8 address
 // (Linux routes the whole block to lo), elsewhere another configured
 // address of the same family. ok is false when there is none (the `2addr`
-// need of catalogue §2.2).
+// need of docs/conformance-model.md, Needs).
 func (rc *rawClient) secondLocalAddr() (netip.Addr, bool) {
 	cur := rc.paths[0].local.Addr().Unmap()
 	if cur.IsLoopback() {

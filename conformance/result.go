@@ -14,7 +14,7 @@ import (
 // field changes meaning or disappears; adding a field does not change it.
 const SchemaVersion = 1
 
-// Verdict is the outcome of a check or a scenario (catalogue §1.1).
+// Verdict is the outcome of a check or a scenario (docs/conformance-model.md, Verdicts).
 type Verdict string
 
 // Verdicts, as the catalogue defines them.
@@ -28,7 +28,7 @@ const (
 	Observed     Verdict = "observed"     // observation only: facts, no judgement
 )
 
-// rank orders verdicts for combining checks (catalogue §1.1 rule 5):
+// rank orders verdicts for combining checks (docs/conformance-model.md, Verdicts rule 5):
 // error > fail > inconclusive > warn > pass > observed.
 func (v Verdict) rank() int {
 	switch v {
@@ -103,7 +103,7 @@ const (
 	ClientRole Role = "client" // Quiver acts as the server and a client connects to it
 )
 
-// EventRole says why a packet event is part of the evidence (catalogue §6).
+// EventRole says why a packet event is part of the evidence (docs/conformance-model.md, Evidence).
 type EventRole string
 
 // Event roles.
@@ -130,7 +130,7 @@ type PacketEvent struct {
 	Frames     []string      `json:"frames,omitempty"` // one short textual rendering per frame
 }
 
-// Fact is an observed fact: informational, never a verdict (catalogue §1.2).
+// Fact is an observed fact: informational, never a verdict (docs/conformance-model.md, Observed facts).
 type Fact struct {
 	Key   string          `json:"key"` // e.g. "retry.policy", "tp.max_idle_timeout"
 	Value json.RawMessage `json:"value"`
@@ -188,7 +188,7 @@ type Result struct {
 	passiveConns int
 }
 
-// Target describes the implementation under test (catalogue §2.1).
+// Target describes the implementation under test (docs/conformance-model.md, Target profile).
 type Target struct {
 	Name           string   `json:"name"`
 	Address        string   `json:"address"` // host:port

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Scenario is one entry of the catalogue (conformance-scenarios.md §3–4): a
+// Scenario is one entry of docs/scenarios.md: a
 // stable ID, what it rests on, what it needs from the target, and the probe
 // itself.
 type Scenario struct {
@@ -48,7 +48,7 @@ type Scenario struct {
 	Run func(ctx context.Context, t *T)
 }
 
-// Needs tags (catalogue §2.2) the suite knows how to decide.
+// Needs tags (docs/conformance-model.md, Needs) the suite knows how to decide.
 const (
 	NeedApp = "app"
 	NeedHQ  = "hq"
@@ -167,7 +167,7 @@ func matchScenario(p string, s *Scenario) bool {
 	return err == nil && ok
 }
 
-// budget is the scenario's deadline (catalogue §2.3).
+// budget is the scenario's deadline (docs/conformance-model.md, Timing).
 func (s *Scenario) budget(opts Options) time.Duration {
 	if opts.Timeout > 0 {
 		if s.Long && opts.Timeout < 60*time.Second {
@@ -207,21 +207,21 @@ func rfc9221(section string, kw Keyword, quote string) Requirement {
 	return rfc("RFC 9221", section, kw, quote)
 }
 
-// ackFreq cites draft-ietf-quic-ack-frequency (catalogue §2.7: ACK-FREQ).
+// ackFreq cites draft-ietf-quic-ack-frequency (docs/conformance-model.md, Requirements: ACK-FREQ).
 func ackFreq(section string, kw Keyword, quote string) Requirement {
 	return rfc("ACK-FREQ", section, kw, quote)
 }
 
 // fromKnowledge cites RFC 9287 or RFC 9368, which the project does not
 // keep: the text is a paraphrase and the check reports observed until it
-// is verified against the published RFC (catalogue §2.7).
+// is verified against the published RFC (docs/conformance-model.md, Requirements).
 func fromKnowledge(doc, section string, kw Keyword, paraphrase string) Requirement {
 	r := rfc(doc, section, kw, paraphrase)
 	r.FromKnowledge = true
 	return r
 }
 
-// The provoked-error pattern's own requirements (catalogue §2.5).
+// The provoked-error pattern's own requirements (docs/conformance-model.md, Provoked errors).
 var (
 	reqCloseSignalled   = rfc9000("11.1", Must, "Errors that result in the connection being unusable … MUST be signaled using a CONNECTION_CLOSE frame")
 	reqMostAppropriate  = rfc9000("11", Should, "The most appropriate error code … SHOULD be included in the frame that signals the error.")

@@ -116,7 +116,7 @@ func newQuiverServerConfig(t *testing.T, addr string, edit func(*quic.Config)) *
 const quiverDatagramLimit = 1000
 
 // echoDatagrams returns every DATAGRAM payload to its sender (the profile's
-// DATAGRAM echo, catalogue §2.1).
+// DATAGRAM echo, docs/conformance-model.md, Target profile).
 func echoDatagrams(ctx context.Context, c *quic.Conn) {
 	for {
 		b, err := c.ReceiveDatagram(ctx)

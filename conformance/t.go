@@ -34,7 +34,7 @@ type T struct {
 }
 
 // Profile is what the suite knows of the target before the scenarios run
-// (catalogue §2.1): where it is, which application protocols it speaks,
+// (docs/conformance-model.md, Target profile): where it is, which application protocols it speaks,
 // and what to fetch.
 type Profile struct {
 	Target Target
@@ -81,7 +81,7 @@ func (t *T) Profile() *Profile { return t.profile }
 func (t *T) Scenario() *Scenario { return t.sc }
 
 // Check records one check. A fail must rest on MUST or MUST NOT and a warn
-// on SHOULD, SHOULD NOT or RECOMMENDED (catalogue §1.1 rules 1–2); a check
+// on SHOULD, SHOULD NOT or RECOMMENDED (docs/conformance-model.md, Verdicts rules 1–2); a check
 // that breaks this is a tester bug and is recorded as error. In an
 // observation-only scenario, and for requirements cited from knowledge,
 // judgements become observed (§1.2, §2.7).
@@ -132,7 +132,7 @@ func (t *T) Observe(name string, sentence string, evs ...PacketEvent) {
 	t.Check(name, Observed, Requirement{}, sentence, evs...)
 }
 
-// Fact records an observed fact (catalogue §1.2).
+// Fact records an observed fact (docs/conformance-model.md, Observed facts).
 func (t *T) Fact(key string, v any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -222,7 +222,7 @@ func (t *T) PTO() time.Duration {
 	return rtt + max(2*rtt, time.Millisecond) + 25*time.Millisecond
 }
 
-// Settle is the settle window, max(3 × PTO, 1 s) (catalogue §2.3).
+// Settle is the settle window, max(3 × PTO, 1 s) (docs/conformance-model.md, Timing).
 func (t *T) Settle() time.Duration {
 	return max(3*t.PTO(), time.Second)
 }

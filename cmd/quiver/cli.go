@@ -44,7 +44,7 @@ func commands() []*command {
 	// Listed in the order a newcomer meets them.
 	return []*command{
 		demoCommand(), testCommand(), testClientCommand(), serveCommand(), getCommand(),
-		interopCommand(), trackCommand(), workerCommand(), webCommand(), benchCommand(), gridCommand(), versionCommand(),
+		interopCommand(), trackCommand(), workerCommand(), webCommand(), benchCommand(), gridCommand(), scenariosCommand(), versionCommand(),
 	}
 }
 

@@ -149,7 +149,7 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 	www := filepath.Join(work, "www")
 	os.MkdirAll(www, 0o755)
 	os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver demo</title>hello\n"), 0o644)
-	// The large resource (catalogue §2.1: at least 1 MiB) for the
+	// The large resource (docs/conformance-model.md, Target profile: at least 1 MiB) for the
 	// transfer and recovery scenarios.
 	large := make([]byte, 1<<20)
 	for i := range large {

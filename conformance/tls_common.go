@@ -1,0 +1,383 @@
+package conformance
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quiver-quic/quiver/quic"
+	"github.com/quiver-quic/quiver/quic/wire"
+)
+
+// acks returns a predicate for server packets of space sp acknowledging pn.
+func acks(sp int, pn uint64) func(p *packet) bool {
+	return func(p *packet) bool {
+		if p.space != sp {
+			return false
+		}
+		for _, f := range p.frames {
+			if a, ok := f.(*wire.AckFrame); ok && a.Acks(pn) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// phaseLog is the 1-RTT packets of one connection with their Key Phase
+// bits, as the hooks saw them (the engine's goroutine writes, the scenario
+// reads).
+type phaseLog struct {
+	mu   sync.Mutex
+	sent map[uint64]bool // packet number -> key phase bit
+	recv []recvPhase
+}
+
+type recvPhase struct {
+	pn    uint64
+	phase bool
+	acks  []*wire.AckFrame
+}
+
+// judgedPacket names the server packet a verdict rests on.
+type judgedPacket struct {
+	pn       uint64
+	afterAck bool // an old-phase packet sent after the first acknowledgment
+	ok       bool
+}
+
+// judge looks at the server packets received since mark: the first one
+// that acknowledges a tester packet of the new phase must carry the new
+// phase, and so must every packet after it.
+func (l *phaseLog) judge(mark int, fromPN uint64) (Verdict, string, judgedPacket) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// The new phase is the phase of the tester's last 1-RTT packet; the
+	// packets of this update are those from fromPN on with that phase.
+	var newPhase bool
+	var largest uint64
+	found := false
+	for pn, ph := range l.sent {
+		if pn >= fromPN && (!found || pn > largest) {
+			largest, newPhase, found = pn, ph, true
+		}
+	}
+	if !found {
+		return Inconclusive, "the tester sent no 1-RTT packet after the update.", judgedPacket{}
+	}
+	var fresh []uint64
+	for pn, ph := range l.sent {
+		if pn >= fromPN && ph == newPhase {
+			fresh = append(fresh, pn)
+		}
+	}
+	acked := false
+	for _, r := range l.recv[mark:] {
+		if !acked {
+			for _, a := range r.acks {
+				for _, pn := range fresh {
+					if a.Acks(pn) {
+						acked = true
+						break
+					}
+				}
+			}
+			if acked && r.phase != newPhase {
+				return Fail, fmt.Sprintf("the server acknowledged a packet protected with the new keys in packet %d, which still carries the old key phase.", r.pn), judgedPacket{pn: r.pn, ok: true}
+			}
+			continue
+		}
+		if r.phase != newPhase {
+			return Fail, fmt.Sprintf("after acknowledging the tester's new-phase packets, the server still sent packet %d in the old key phase.", r.pn), judgedPacket{pn: r.pn, afterAck: true, ok: true}
+		}
+	}
+	if !acked {
+		return Inconclusive, "no packet of the server acknowledged a packet sent with the new keys.", judgedPacket{}
+	}
+	return Pass, "", judgedPacket{}
+}
+
+// withSuites runs f with the tester offering exactly suites. The caller
+// holds suitesGate exclusively (the runner does, for Exclusive scenarios).
+func (t *T) withSuites(suites []uint16, f func()) {
+	restore, err := quic.RestrictTLS13Suites(suites...)
+	if err != nil {
+		t.Errorf("restrict cipher suites: %v", err)
+		return
+	}
+	defer restore()
+	f()
+}
+
+// Family B, session resumption and 0-RTT (docs/scenarios.md), and the
+// scenarios of other families that need a resumed connection. Connection
+// 1 leaves a session ticket in a tls.ClientSessionCache; connection 2
+// resumes with it through the engine (quic.DialEarly for 0-RTT), and the
+// judgement reads the server's TLS messages from the recorded CRYPTO
+// streams: no Certificate means resumed, an early_data extension in
+// EncryptedExtensions means early data accepted.
+
+// TLS message and extension types (RFC 8446 §4, §4.2).
+const (
+	tlsCertificate = 11
+	extEarlyData   = 42
+)
+
+// serverMessages returns the server's complete TLS messages of conn in a
+// packet number space (1 Handshake, 2 1-RTT).
+func (c *connTrace) serverMessages(space int) [][]byte {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return tlsMessages(append([]byte(nil), c.cryptoIn[space].contiguous()...))
+}
+
+func hasMessage(msgs [][]byte, typ byte) bool {
+	for _, m := range msgs {
+		if m[0] == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// extensionsOf walks a TLS extension block (2-byte length, then type,
+// length, data) and returns the data of each extension by type.
+func extensionsOf(b []byte) map[uint16][]byte {
+	out := map[uint16][]byte{}
+	if len(b) < 2 {
+		return out
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n < len(b) {
+		b = b[:n]
+	}
+	for len(b) >= 4 {
+		typ, l := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if len(b) < 4+l {
+			break
+		}
+		out[typ] = b[4 : 4+l]
+		b = b[4+l:]
+	}
+	return out
+}
+
+// earlyAccepted reports whether the server's EncryptedExtensions carried
+// early_data (RFC 8446 §4.2.10: the server accepted the early data), and
+// whether EncryptedExtensions was seen at all.
+func earlyAccepted(c *connTrace) (accepted, seen bool) {
+	for _, m := range c.serverMessages(1) {
+		if m[0] == tlsEncryptedExtensions {
+			_, ok := extensionsOf(m[4:])[extEarlyData]
+			return ok, true
+		}
+	}
+	return false, false
+}
+
+// ticketEarlyData returns the max_early_data_size of a NewSessionTicket
+// message, and whether it has the early_data extension (RFC 8446 §4.6.1).
+func ticketEarlyData(m []byte) (uint32, bool) {
+	b := m[4:]
+	if len(b) < 9 {
+		return 0, false
+	}
+	b = b[8:] // ticket_lifetime, ticket_age_add
+	nl := int(b[0])
+	if len(b) < 1+nl+2 {
+		return 0, false
+	}
+	b = b[1+nl:]
+	tl := int(binary.BigEndian.Uint16(b))
+	if len(b) < 2+tl {
+		return 0, false
+	}
+	ext := extensionsOf(b[2+tl:])
+	v, ok := ext[extEarlyData]
+	if !ok || len(v) < 4 {
+		return 0, ok
+	}
+	return binary.BigEndian.Uint32(v), true
+}
+
+// resumption is what connection 1 left for the next: the client's session
+// cache, the tickets the server sent and its transport parameters.
+type resumption struct {
+	cache   tls.ClientSessionCache
+	tickets [][]byte
+	tp      *wire.TransportParameters
+	first   *Conn
+}
+
+// earlyAllowed reports whether a ticket allows early data.
+func (r *resumption) earlyAllowed() bool {
+	for _, m := range r.tickets {
+		if _, ok := ticketEarlyData(m); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionConfig makes the engine keep tickets in cache and use 0-RTT.
+func sessionConfig(cache tls.ClientSessionCache) func(*quic.Config) {
+	return func(c *quic.Config) {
+		c.TLSConfig.ClientSessionCache = cache
+		c.Allow0RTT = true
+		// The tester offers its tickets in any QUIC version, so that
+		// v2-cross-version-ticket can see what the server does with one.
+		if c.Probe != nil {
+			c.Probe.AnyVersionTickets = true
+		}
+	}
+}
+
+// ticket runs connection 1: a normal connection and a fetch, then waits
+// one settle window for a NewSessionTicket. With need0RTT, a server whose
+// tickets never allow early data makes the scenario unsupported.
+func (t *T) ticket(ctx context.Context, need0RTT bool, o DialOptions) *resumption {
+	r := &resumption{cache: tls.NewLRUClientSessionCache(4)}
+	o.Label = "ticket"
+	o.Config = sessionConfig(r.cache)
+	c := t.mustDial(ctx, o)
+	r.first = c
+	t.fetchSmall(ctx, c)
+	t.rec.wait(ctx, t.Settle(), func([]*packet) bool { return hasMessage(c.trace.serverMessages(2), tlsNewSessionTicket) })
+	// A ticket may come in more than one message; give the rest a moment.
+	t.rec.wait(ctx, 50*time.Millisecond, nil)
+	for _, m := range c.trace.serverMessages(2) {
+		if m[0] == tlsNewSessionTicket {
+			r.tickets = append(r.tickets, m)
+		}
+	}
+	r.tp = c.TransportParameters()
+	t.Fact("tls.tickets", len(r.tickets))
+	c.Close(0, "")
+	if len(r.tickets) == 0 {
+		t.Unsupported(fmt.Sprintf("The server sent no NewSessionTicket within %v of the handshake (needs resume).", t.Settle()))
+	}
+	if need0RTT && !r.earlyAllowed() {
+		t.Fact("tls.early-data", "tickets do not allow early data")
+		t.Unsupported("The server's session tickets carry no early_data extension, so it does not offer 0-RTT (needs 0rtt).")
+	}
+	return r
+}
+
+// early runs connection 2 with DialEarly; until before returns, frames
+// injected go in 0-RTT packets. It waits for the server's
+// EncryptedExtensions (or a close) and reports whether the server
+// accepted early data.
+func (t *T) early(ctx context.Context, r *resumption, label string, versions []uint32, before func(c *Conn)) (*Conn, bool) {
+	c, err := t.Dial(ctx, DialOptions{Label: label, Early: true, Versions: versions, Config: sessionConfig(r.cache)})
+	if err != nil {
+		t.Inconclusive(fmt.Sprintf("The resumed connection failed: %v.", err), events(Context, lastN(received(t.rec.snapshot(), c.trace.id, 0), 3)...)...)
+	}
+	if before != nil {
+		before(c)
+	}
+	t.rec.wait(ctx, t.Settle(), func([]*packet) bool {
+		_, seen := earlyAccepted(c.trace)
+		return seen
+	})
+	acc, seen := earlyAccepted(c.trace)
+	if !seen && firstClose(received(t.rec.snapshot(), c.ID(), 0)) == nil {
+		t.Inconclusive("The server's EncryptedExtensions did not arrive on the resumed connection.")
+	}
+	t.Fact("tls.early-data", acc)
+	return c, acc
+}
+
+// sent0RTT returns the tester's 0-RTT packets on conn.
+func sent0RTT(ps []*packet, conn int) []*packet {
+	var out []*packet
+	for _, p := range ps {
+		if p.sent && p.conn == conn && p.ev.PacketType == "0RTT" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// earlyTP runs a 0-RTT connection and returns the remembered and the new
+// transport parameters, or ends the scenario as unsupported when early
+// data is rejected.
+func (t *T) earlyTP(ctx context.Context) (old, cur *wire.TransportParameters) {
+	r := t.ticket(ctx, true, DialOptions{})
+	c, acc := t.early(ctx, r, "0-RTT", nil, func(c *Conn) { c.Ping() })
+	if !acc {
+		t.Unsupported("The server rejected early data on the resumed connection, so the remembered limits need not hold.")
+	}
+	cur = c.TransportParameters()
+	if r.tp == nil || cur == nil {
+		t.Inconclusive("The server's transport parameters could not be read on both connections.")
+	}
+	return r.tp, cur
+}
+
+// provoke0RTT is the provoked-error pattern with the offence in a 0-RTT
+// packet of a resumed connection; build makes the offending frame and the
+// expectation from what connection 1 left. A server that rejects early
+// data never processes the frame, which makes the scenario inconclusive.
+func (t *T) provoke0RTT(ctx context.Context, build func(r *resumption) (wire.Frame, Expectation)) {
+	r := t.ticket(ctx, true, DialOptions{})
+	f, e := build(r)
+	mark := 0
+	c, acc := t.early(ctx, r, "0-RTT offence", nil, func(c *Conn) {
+		mark = t.mark()
+		c.Inject(spaceApp, f)
+	})
+	carried := false
+	for _, p := range sent0RTT(t.rec.snapshot(), c.ID()) {
+		if p.has(f.Type()) {
+			carried = true
+		}
+	}
+	if !carried {
+		t.Inconclusive(fmt.Sprintf("The tester could not send %s (the resumed connection did not use 0-RTT in time).", e.Describe))
+	}
+	if !acc && firstClose(received(t.rec.snapshot(), c.ID(), mark)) == nil {
+		t.Inconclusive(fmt.Sprintf("The server rejected early data, so %s was never processed.", e.Describe))
+	}
+	t.watchAfter(ctx, c, mark, e, true)
+}
+
+// serverPhases records the Key Phase bit of the server's 1-RTT packets as
+// the engine opened them (its goroutine writes, the scenario reads).
+type serverPhases struct {
+	mu   sync.Mutex
+	recv []phaseSeen
+}
+
+type phaseSeen struct {
+	pn    uint64
+	phase bool
+	at    time.Time
+}
+
+func (l *serverPhases) snapshot() []phaseSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]phaseSeen(nil), l.recv...)
+}
+
+// ticketCache is a client session cache that keeps the first ticket the
+// server sends and ignores later ones, so that the same ticket can be
+// offered more than once (a replay).
+type ticketCache struct {
+	mu    sync.Mutex
+	key   string
+	state *tls.ClientSessionState
+}
+
+func (c *ticketCache) Get(key string) (*tls.ClientSessionState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == nil || key != c.key {
+		return nil, false
+	}
+	return c.state, true
+}
