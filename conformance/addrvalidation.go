@@ -48,10 +48,10 @@ func (t *T) ampOverrun(rc *rawClient) (at time.Time, sent, recv int, over bool) 
 			continue
 		}
 		if d.sent {
-			sent += len(d.b)
+			sent += d.size
 			continue
 		}
-		recv += len(d.b)
+		recv += d.size
 		if recv > 3*sent {
 			return d.at, sent, recv, true
 		}
@@ -85,7 +85,7 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 	resumed := 0
 	for i := 0; i < 5 && ctx.Err() == nil; i++ {
 		rc.Receive(ctx, 500*time.Millisecond, nil)
-		if len(rc.recvd[0]) == 0 {
+		if rc.recvd[0].empty() {
 			continue
 		}
 		before := t.datagramsReceived(rc.trace.id)
@@ -485,7 +485,7 @@ func (t *T) retryOf(rc *rawClient) (*wire.Retry, *packet) {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
 	for _, d := range t.rec.datagrams {
-		if d.sent || d.local != rc.paths[0].local || len(d.b) == 0 || d.b[0]&0x80 == 0 {
+		if d.sent || d.local != rc.paths[0].local || d.size == 0 || d.b[0]&0x80 == 0 {
 			continue
 		}
 		if r, err := wire.ParseRetry(d.b); err == nil {

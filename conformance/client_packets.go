@@ -61,7 +61,7 @@ func registerClientGreaseBit() {
 			}
 			own := 0
 			for _, d := range s.rawIn() {
-				if len(d.b) > 0 && d.b[0]&0x40 == 0 {
+				if d.size > 0 && d.b[0]&0x40 == 0 {
 					own++
 				}
 			}

@@ -237,7 +237,7 @@ func runIdleTimeoutObserved(ctx context.Context, t *T) {
 			answer = pr.answer
 		}
 		if len(pr.during) > 0 {
-			onExpiry = fmt.Sprintf("%d packet(s), first %v", len(pr.during), pr.during[0].ev.Frames)
+			onExpiry = fmt.Sprintf("%d packet(s), first %v", len(pr.during), pr.during[0].frameNames())
 			evs = append(evs, events(Response, pr.during[0])...)
 		}
 		evs = append(evs, events(Trigger, pr.ping)...)

@@ -63,6 +63,7 @@ func (c *Conn) TransportParameters() *wire.TransportParameters {
 // packets exchanged stay available; err tells why it failed.
 func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	trace := t.rec.newConn(o.Label)
+	trace.compactOnRecord = true
 	c := &Conn{t: t, trace: trace}
 	alpn := o.ALPN
 	if alpn == nil {
@@ -382,37 +383,52 @@ func (a h3Adapter) Close(code uint64, reason string) error { return a.c.Close(co
 func (a h3Adapter) ALPN() string                           { return a.c.ALPN() }
 
 // Fetch requests path over the connection's application protocol
-// (hq-interop or h3) and returns the body.
+// (hq-interop or h3) and returns the body's first bytes (all of a body up
+// to 1 MiB; see FetchLen for larger resources).
 func (c *Conn) Fetch(ctx context.Context, path string) ([]byte, error) {
+	var buf prefixBuffer
+	err := c.fetchTo(ctx, path, &buf)
+	return buf.b, err
+}
+
+// FetchLen requests path and reads the whole body without keeping it: it
+// returns the body's length, so that a download of any size runs in
+// bounded memory.
+func (c *Conn) FetchLen(ctx context.Context, path string) (int64, error) {
+	var buf prefixBuffer
+	err := c.fetchTo(ctx, path, &buf)
+	return buf.n, err
+}
+
+func (c *Conn) fetchTo(ctx context.Context, path string, w io.Writer) error {
 	if c.Conn == nil {
-		return nil, errors.New("no connection")
+		return errors.New("no connection")
 	}
 	switch c.ALPN() {
 	case h3.ALPNHQInterop:
-		var buf limitedBuffer
-		_, err := h3.GetHQ(ctx, h3Adapter{c.Conn}, path, &buf)
-		return buf.b, err
+		_, err := h3.GetHQ(ctx, h3Adapter{c.Conn}, path, w)
+		return err
 	case h3.ALPNH3:
 		cc, err := c.h3Client(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		req, err := newGet(ctx, c.t.profile, path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		resp, err := cc.RoundTrip(req)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		_, err = io.Copy(w, resp.Body)
 		if err == nil && resp.StatusCode != 200 {
 			err = fmt.Errorf("HTTP status %d", resp.StatusCode)
 		}
-		return b, err
+		return err
 	}
-	return nil, fmt.Errorf("no client for application protocol %q", c.ALPN())
+	return fmt.Errorf("no client for application protocol %q", c.ALPN())
 }
 
 // h3Client starts HTTP/3 on the connection (once).
@@ -430,14 +446,17 @@ func (c *Conn) h3Client(ctx context.Context) (*h3.ClientConn, error) {
 	return cc, nil
 }
 
-// limitedBuffer keeps at most 64 MiB, so a flooding target cannot exhaust
-// memory.
-type limitedBuffer struct{ b []byte }
+// prefixBuffer counts what is written and keeps the first rawKeep bytes,
+// so that a large download (or a flooding target) costs no memory.
+type prefixBuffer struct {
+	b []byte
+	n int64
+}
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if len(l.b)+len(p) > 64<<20 {
-		return 0, errors.New("response larger than 64 MiB")
+func (l *prefixBuffer) Write(p []byte) (int, error) {
+	if len(l.b) < rawKeep {
+		l.b = append(l.b, p[:min(len(p), rawKeep-len(l.b))]...)
 	}
-	l.b = append(l.b, p...)
+	l.n += int64(len(p))
 	return len(p), nil
 }

@@ -150,7 +150,7 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	}
 	done := 0
 	for _, req := range reqs {
-		if _, ok := rc.Body(req); ok {
+		if rc.responseDone(req) {
 			done++
 		}
 	}

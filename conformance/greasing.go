@@ -87,7 +87,7 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 	var bad *datagramRec
 	n := 0
 	for i, d := range t.rec.datagrams {
-		if d.sent || len(d.b) < 5 {
+		if d.sent || d.size < 5 {
 			continue
 		}
 		if d.b[0]&0x80 != 0 && d.b[1]|d.b[2]|d.b[3]|d.b[4] == 0 {
@@ -100,7 +100,7 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 	}
 	t.rec.mu.Unlock()
 	if bad != nil {
-		t.Fail("quic-bit", req, fmt.Sprintf("The server sent a %d-byte datagram with the QUIC bit cleared (first byte 0x%02x) to a tester that never advertised grease_quic_bit; the tester must discard it.", len(bad.b), bad.b[0]))
+		t.Fail("quic-bit", req, fmt.Sprintf("The server sent a %d-byte datagram with the QUIC bit cleared (first byte 0x%02x) to a tester that never advertised grease_quic_bit; the tester must discard it.", bad.size, bad.b[0]))
 		return
 	}
 	if n == 0 {
@@ -119,8 +119,8 @@ func runGreaseVNVersions(ctx context.Context, t *T) {
 			continue
 		}
 		last = vns[0]
-		lists = append(lists, fmt.Sprint(last.ev.Frames))
-		for _, f := range last.ev.Frames {
+		lists = append(lists, fmt.Sprint(last.frameNames()))
+		for _, f := range last.frameNames() {
 			var v uint32
 			if _, err := fmt.Sscanf(f, "version 0x%x", &v); err == nil && wire.IsGrease(wire.Version(v)) {
 				reserved[fmt.Sprintf("0x%08x", v)] = true
@@ -164,7 +164,7 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 	cleared := 0
 	t.rec.mu.Lock()
 	for _, d := range t.rec.datagrams {
-		if d.sent && d.local == rc.local && len(d.b) > 0 && d.b[0]&0x40 == 0 {
+		if d.sent && d.local == rc.local && d.size > 0 && d.b[0]&0x40 == 0 {
 			cleared++
 		}
 	}
@@ -191,7 +191,7 @@ func runGreaseQUICBitServerGreases(ctx context.Context, t *T) {
 	for _, d := range t.rec.datagrams {
 		// Short-header datagrams only: every 1-RTT packet leaves after
 		// the server processed the tester's transport parameters.
-		if d.sent || d.local != local || len(d.b) == 0 || d.b[0]&0x80 != 0 {
+		if d.sent || d.local != local || d.size == 0 || d.b[0]&0x80 != 0 {
 			continue
 		}
 		if d.b[0]&0x40 == 0 {

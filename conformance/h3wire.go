@@ -333,7 +333,7 @@ func (v *h3Seen) uniStreams() map[uint64][]uint64 {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if typ, _, err := wire.ConsumeVarint(v.streams[id].data); err == nil {
+		if typ, _, err := wire.ConsumeVarint(v.streams[id].data()); err == nil {
 			out[typ] = append(out[typ], id)
 		}
 	}
@@ -346,11 +346,11 @@ func (v *h3Seen) uniPayload(id uint64) []byte {
 	if s == nil {
 		return nil
 	}
-	_, n, err := wire.ConsumeVarint(s.data)
+	_, n, err := wire.ConsumeVarint(s.data())
 	if err != nil {
 		return nil
 	}
-	return s.data[n:]
+	return s.data()[n:]
 }
 
 // streamOfType returns the payload of the server's first unidirectional
@@ -382,7 +382,7 @@ func (v *h3Seen) response(id uint64) h3Response {
 		return r
 	}
 	r.complete = s.complete()
-	fs, _ := h3Frames(s.data)
+	fs, _ := h3Frames(s.data())
 	for _, f := range fs {
 		r.frames = append(r.frames, f.typ)
 		switch f.typ {

@@ -828,7 +828,7 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 		// No resend of the request (Await would resend it after a PTO):
 		// only the coalesced copy may be answered.
 		rc.Receive(ctx, t.Settle(), func() bool {
-			_, done := rc.Body(req)
+			done := rc.responseDone(req)
 			return done || rc.peerClosed
 		})
 		body, answered = rc.Body(req)

@@ -117,7 +117,7 @@ func (t *T) datagramBytes(local func(d datagramRec) bool, sent bool, until time.
 		if d.sent != sent || !local(d) || (!until.IsZero() && d.at.After(until)) {
 			continue
 		}
-		n += len(d.b)
+		n += d.size
 		count++
 	}
 	return n, count

@@ -54,6 +54,10 @@ func TestRetryServer(t *testing.T) {
 		// engine owner); both must be judged, never unsupported.
 		"retry-token-corrupted": {Pass, Warn},
 		"token-unknown-token":   {Pass, Warn},
+		// A Retry creates no state (RFC 9000 §17.2.5): the probe scenario
+		// judges the flight after it, not retransmissions of the Retry.
+		"rec-server-handshake-probe":      {Pass},
+		"hs-handshake-done-retransmitted": {Pass},
 	})
 }
 

@@ -219,35 +219,10 @@ func runInvCoalesceSameCID(ctx context.Context, t *T) {
 	t.rec.mu.Lock()
 	dgs := append([]datagramRec(nil), t.rec.datagrams...)
 	t.rec.mu.Unlock()
-	coalesced := 0
-	for _, d := range dgs {
-		if d.sent {
-			continue
-		}
-		var first []byte
-		rest := d.b
-		count := 0
-		for len(rest) > 0 && wire.IsLongHeader(rest) {
-			h, err := wire.ParseHeader(rest, 0)
-			if err != nil || h.Version == 0 || h.Type == wire.PacketTypeRetry || h.PacketLen <= 0 || h.PacketLen > len(rest) {
-				break
-			}
-			if count == 0 {
-				first = append([]byte(nil), h.DCID...)
-			} else if string(h.DCID) != string(first) {
-				t.Fail("same-cid", t.sc.Requirements[0], fmt.Sprintf("A server datagram coalesced packets for Destination Connection IDs %x and %x.", first, h.DCID))
-				return
-			}
-			count++
-			rest = rest[h.PacketLen:]
-		}
-		if count > 1 || (count == 1 && len(rest) > 0) {
-			coalesced++
-		}
-		if count >= 1 && len(rest) > 0 && !wire.IsLongHeader(rest) && len(rest) > len(first) && string(rest[1:1+len(first)]) != string(first) {
-			t.Fail("same-cid", t.sc.Requirements[0], fmt.Sprintf("A server datagram coalesced a 1-RTT packet for %x behind packets for %x.", rest[1:1+len(first)], first))
-			return
-		}
+	coalesced, bad := judgeCoalesceSameCID(dgs)
+	if bad != "" {
+		t.Fail("same-cid", t.sc.Requirements[0], bad)
+		return
 	}
 	t.Fact("coalescing.datagrams", coalesced)
 	if coalesced == 0 {
@@ -255,6 +230,46 @@ func runInvCoalesceSameCID(ctx context.Context, t *T) {
 		return
 	}
 	t.Pass("same-cid", t.sc.Requirements[0], fmt.Sprintf("All %d coalesced server datagrams carried one Destination Connection ID.", coalesced))
+}
+
+// judgeCoalesceSameCID reads the server's datagrams: how many coalesced
+// packets, and a sentence when two packets of one datagram carry different
+// Destination Connection IDs. Bytes after the last long-header packet are
+// a packet only when their Fixed Bit is set: RFC 9000 §17.2 "Packets
+// containing a zero value for this bit are not valid packets in this
+// version and MUST be discarded", so zero padding after the last packet
+// (which a sender may add to fill a datagram) is not a coalesced packet.
+func judgeCoalesceSameCID(dgs []datagramRec) (coalesced int, bad string) {
+	for _, d := range dgs {
+		if d.sent {
+			continue
+		}
+		var first []byte
+		rest := d.b
+		count := 0
+		for len(rest) > 0 && wire.IsLongHeader(rest) && rest[0]&0x40 != 0 {
+			h, err := wire.ParseHeader(rest, 0)
+			if err != nil || h.Version == 0 || h.Type == wire.PacketTypeRetry || h.PacketLen <= 0 || h.PacketLen > len(rest) {
+				break
+			}
+			if count == 0 {
+				first = append([]byte(nil), h.DCID...)
+			} else if string(h.DCID) != string(first) {
+				return coalesced, fmt.Sprintf("A server datagram coalesced packets for Destination Connection IDs %x and %x.", first, h.DCID)
+			}
+			count++
+			rest = rest[h.PacketLen:]
+		}
+		// A short-header packet: Header Form 0, Fixed Bit 1 (RFC 9000 §17.3).
+		trailing := count >= 1 && len(rest) > 0 && rest[0]&0xc0 == 0x40
+		if count > 1 || trailing {
+			coalesced++
+		}
+		if trailing && len(rest) > len(first) && string(rest[1:1+len(first)]) != string(first) {
+			return coalesced, fmt.Sprintf("A server datagram coalesced a 1-RTT packet for %x behind packets for %x.", rest[1:1+len(first)], first)
+		}
+	}
+	return coalesced, ""
 }
 
 // pnLenOf is the packet number length a received packet's unprotected
@@ -603,10 +618,10 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 			continue
 		}
 		n++
-		if len(d.b) > 1200 {
+		if d.size > 1200 {
 			over1200++
 		}
-		if len(d.b) > len(largest.b) {
+		if d.size > largest.size {
 			largest = d
 		}
 	}
@@ -615,11 +630,11 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 	}
 	limit := defaultClientTP(nil).MaxUDPPayloadSize
 	at := largest.at.Sub(rc.firstSent).Round(time.Millisecond)
-	t.Fact("datagram.largest", len(largest.b))
+	t.Fact("datagram.largest", largest.size)
 	t.Fact("datagram.largest-at", at.String())
 	t.Fact("datagram.over-1200", fmt.Sprintf("%d of %d", over1200, n))
-	t.Fact("datagram.over-max-udp-payload", len(largest.b) > int(limit))
-	t.Observe("sizes", fmt.Sprintf("The server's largest datagram was %d bytes, %v after the tester's first packet; %d of its %d datagrams exceeded 1200 bytes; the tester's max_udp_payload_size (%d) was %s.", len(largest.b), at, over1200, n, limit, map[bool]string{true: "exceeded", false: "respected"}[len(largest.b) > int(limit)]))
+	t.Fact("datagram.over-max-udp-payload", largest.size > int(limit))
+	t.Observe("sizes", fmt.Sprintf("The server's largest datagram was %d bytes, %v after the tester's first packet; %d of its %d datagrams exceeded 1200 bytes; the tester's max_udp_payload_size (%d) was %s.", largest.size, at, over1200, n, limit, map[bool]string{true: "exceeded", false: "respected"}[largest.size > int(limit)]))
 }
 
 func judgePNMonotonic(c connRecord) (string, []*packet) {

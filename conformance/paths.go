@@ -97,11 +97,11 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 		rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
 		rc.Receive(ctx, 30*time.Millisecond, nil)
 		s := rc.stream(req.id)
-		if s != nil && len(s.data) == got {
+		if s != nil && s.received() == got {
 			break
 		}
 		if s != nil {
-			got = len(s.data)
+			got = s.received()
 		}
 	}
 	rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
@@ -258,7 +258,7 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 60})
 	req := t.sc.Requirements[0]
 	if resp := rc.receiveUntil(ctx, t.Settle(), mark, hasFrame[*wire.PathResponseFrame]()); resp != nil {
-		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.ev.Frames)+trig.ev.Size), append(events(Trigger, trig), events(Response, resp)...)...)
+		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size), append(events(Trigger, trig), events(Response, resp)...)...)
 		return
 	}
 	// Control: the same challenge in a full-size datagram.
@@ -396,8 +396,8 @@ func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 	rb.trig = rc.Send1RTT([]wire.Frame{rc.ackFrame(2), &wire.PingFrame{}}, shortOpts{})
 	deadline := time.Now().Add(max(t.Settle(), 3*time.Second))
 	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.peerClosed {
-		rc.Receive(ctx, t.PTO(), func() bool { _, done := rc.Body(req); return done })
-		if _, done := rc.Body(req); done {
+		rc.Receive(ctx, t.PTO(), func() bool { return rc.responseDone(req) })
+		if rc.responseDone(req) {
 			rb.complete = true
 			break
 		}
@@ -848,7 +848,7 @@ func runPrefAddrNoEarlySwitch(ctx context.Context, t *T) {
 	t.Fact("prefaddr.early", map[string]int{"from-preferred": len(onPref), "non-probing-from-original": len(onOrig)})
 	req := t.sc.Requirements[0]
 	if bad := firstNonProbing(onPref); bad != nil {
-		t.Fail("original", req, fmt.Sprintf("The server sent a non-probing packet (%v) from its preferred address %v although the tester had sent only probing packets there.", bad.ev.Frames, pp.addr),
+		t.Fail("original", req, fmt.Sprintf("The server sent a non-probing packet (%v) from its preferred address %v although the tester had sent only probing packets there.", bad.frameNames(), pp.addr),
 			append(events(Trigger, pp.probe), events(Response, bad)...)...)
 		return
 	}

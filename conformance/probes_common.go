@@ -171,7 +171,7 @@ func (rc *rawClient) awaitRequests(ctx context.Context, d time.Duration, reqs ..
 			return true
 		}
 		for _, r := range reqs {
-			if _, done := rc.Body(r); !done {
+			if !rc.responseDone(r) {
 				return false
 			}
 		}
@@ -336,11 +336,7 @@ func (rc *rawClient) streamEnd(id uint64) uint64 {
 	if s == nil {
 		return 0
 	}
-	end := uint64(len(s.data))
-	for o, d := range s.pending {
-		end = max(end, o+uint64(len(d)))
-	}
-	return end
+	return s.end()
 }
 
 // stallOn receives for one settle window, or until cond holds; it returns

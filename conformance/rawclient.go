@@ -60,7 +60,8 @@ type rawClient struct {
 	seal, open [3]*protect.Keys
 	nextPN     [3]uint64
 	largest    [3]uint64 // NoPacketNumber before the first packet
-	recvd      [3][]uint64
+	recvd      [3]pnSet
+	credit     rawCredit
 	ackOwed    [3]bool
 	cryptoOff  [3]uint64
 	cryptoQ    [3][]byte
@@ -237,6 +238,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 		tp := o.TP
 		if tp == nil {
 			tp = defaultClientTP(rc.scid)
+			rc.credit = newRawCredit(tp)
 		}
 		rc.tp = tp.Marshal()
 	}
@@ -682,6 +684,7 @@ func (rc *rawClient) processDatagram(in rawIn) {
 		m.firstByte = pkt[0]
 		p := rc.trace.recordMeta(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload, m)
 		rc.onPacket(sp, pn, p)
+		rc.trace.compact(p)
 	}
 }
 
@@ -744,6 +747,7 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 	}
 	p := rc.trace.recordMeta(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload, meta)
 	rc.onPacket(2, pn, p)
+	rc.trace.compact(p)
 }
 
 func (rc *rawClient) handleRetry(b []byte, p *packet) {
@@ -775,8 +779,8 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
-	if !slices.Contains(rc.recvd[sp], pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
-		rc.recvd[sp] = append(rc.recvd[sp], pn)
+	if !rc.recvd[sp].contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
+		rc.recvd[sp].add(pn)
 		rc.ecnIn[sp][p.ecn&3]++
 	}
 	if p.ackEliciting && !rc.NoAcks {
@@ -818,7 +822,18 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 
 // ackFrame builds an ACK frame for everything received in space.
 func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
-	return rc.ackFrameOf(sp, rc.recvd[sp])
+	a := &wire.AckFrame{Ranges: rc.recvd[sp].ack(32)}
+	rc.ecnFeedback(sp, a)
+	return a
+}
+
+// ecnFeedback adds the ECN counts of space sp to a when the client reports
+// them.
+func (rc *rawClient) ecnFeedback(sp int, a *wire.AckFrame) {
+	if rc.ECNFeedback {
+		a.ECN = true
+		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
+	}
 }
 
 // ackFrameOf builds an ACK frame for the packet numbers pns of space sp.
@@ -837,10 +852,7 @@ func (rc *rawClient) ackFrameOf(sp int, pns []uint64) *wire.AckFrame {
 		}
 		a.Ranges = append(a.Ranges, wire.AckRange{Smallest: pn, Largest: pn})
 	}
-	if rc.ECNFeedback {
-		a.ECN = true
-		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
-	}
+	rc.ecnFeedback(sp, a)
 	return a
 }
 
@@ -860,7 +872,7 @@ func (rc *rawClient) flush() {
 	finished := len(rc.cryptoQ[1]) > 0 && !rc.holdFinished
 	if rc.seal[1] != nil && (rc.ackOwed[1] || finished) && !rc.confirmed {
 		var fr []wire.Frame
-		if rc.ackOwed[1] || len(rc.recvd[1]) > 0 {
+		if rc.ackOwed[1] || !rc.recvd[1].empty() {
 			fr = append(fr, rc.ackFrame(1))
 		}
 		if q := rc.cryptoQ[1]; finished {
@@ -896,7 +908,7 @@ func (rc *rawClient) flush() {
 		rc.send(in, hs)
 	}
 	if rc.seal[2] != nil && rc.ackOwed[2] && rc.handshakeSent {
-		pkt, _ := rc.shortPacket([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
+		pkt, _ := rc.shortPacket(rc.credit.withAck([]wire.Frame{rc.ackFrame(2)}), shortOpts{})
 		rc.ackOwed[2] = false
 		rc.send(pkt)
 	}
@@ -904,7 +916,7 @@ func (rc *rawClient) flush() {
 
 // Send1RTT sends frames in a 1-RTT packet of its own datagram.
 func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
-	pkt, _ := rc.shortPacket(frames, o)
+	pkt, _ := rc.shortPacket(rc.credit.withAck(frames), o)
 	rc.send(pkt)
 	return rc.lastSent()
 }
@@ -912,7 +924,7 @@ func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
 // Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
 func (rc *rawClient) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) *packet {
 	o.Path = &i
-	pkt, _ := rc.shortPacket(frames, o)
+	pkt, _ := rc.shortPacket(rc.credit.withAck(frames), o)
 	rc.sendOn(i, pkt)
 	return rc.lastSent()
 }

@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/h3"
+	"github.com/quiver-quic/quiver/pcap"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -38,6 +40,8 @@ type packet struct {
 	path int
 	// ecn is the ECN codepoint of the datagram, when known.
 	ecn uint8
+	// unparsed describes where the payload stopped parsing, if it did.
+	unparsed string
 }
 
 // pktMeta carries what the raw client knows about a packet beyond its
@@ -48,6 +52,30 @@ type pktMeta struct {
 	firstByte byte
 	keyPhase  int
 	local     netip.AddrPort
+}
+
+// event is the packet's evidence entry, its frames rendered as text.
+func (p *packet) event() PacketEvent {
+	ev := p.ev
+	ev.Frames = p.frameNames()
+	return ev
+}
+
+// frameNames renders the packet's frames, one short line each (set by
+// hand for packets without frames: Version Negotiation, Retry, resets).
+func (p *packet) frameNames() []string {
+	if p.ev.Frames != nil || len(p.frames) == 0 {
+		return p.ev.Frames
+	}
+	names := make([]string, 0, len(p.frames))
+	for _, f := range p.frames {
+		if _, raw := f.(*wire.RawFrame); raw && p.unparsed != "" {
+			names = append(names, p.unparsed)
+			continue
+		}
+		names = append(names, frameString(f))
+	}
+	return names
 }
 
 // has reports whether the packet carries a frame of type ft.
@@ -75,7 +103,11 @@ type datagramRec struct {
 	at          time.Time
 	sent        bool
 	local, peer netip.AddrPort
-	b           []byte
+	// b is the datagram, or its first bytes when truncated (see
+	// keepDatagramBytes); size is its length on the wire.
+	b         []byte
+	size      int
+	truncated bool
 }
 
 // recorder collects every packet and datagram of one scenario. Engine
@@ -89,6 +121,12 @@ type recorder struct {
 	conns     []*connTrace
 	keylog    bytes.Buffer
 	changed   chan struct{}
+	// The scenario's capture, when artifacts are kept (capture.go), and
+	// how many datagram bytes memory holds.
+	capture   *pcap.Writer
+	capFile   *os.File
+	capSpool  *os.File
+	keptBytes int
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -118,6 +156,8 @@ func (r *recorder) addPacket(p *packet) {
 func (r *recorder) addDatagram(d datagramRec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.captureLocked(d)
+	r.keepLocked(&d)
 	r.datagrams = append(r.datagrams, d)
 	r.notifyLocked()
 }
@@ -157,6 +197,10 @@ type connTrace struct {
 	r     *recorder
 	id    int
 	label string
+	// compactOnRecord releases each packet's payload as it is recorded
+	// (compactFrames): set for engine connections, whose frames nobody
+	// else reads; the raw client compacts after it processed a packet.
+	compactOnRecord bool
 
 	// Guarded by r.mu.
 	local, peer netip.AddrPort
@@ -235,7 +279,16 @@ func (c *connTrace) recordMeta(sent bool, at time.Time, pt wire.PacketType, vers
 	if m.path > 0 || m.local.IsValid() {
 		p.ev.Path = fmt.Sprintf("path %d (%v)", m.path, m.local)
 	}
-	p.frames, p.ev.Frames = decodeFrames(payload)
+	// The frames' text (PacketEvent.Frames) is rendered when the packet is
+	// cited (packet.event), not for every packet recorded.
+	var names []string
+	p.frames, names = decodeFrames(payload)
+	if n := len(names); n > 0 && strings.HasPrefix(names[n-1], "unparsed") {
+		p.unparsed = names[n-1]
+	}
+	if c.compactOnRecord {
+		p.frames = compactFrames(p.frames)
+	}
 	for _, f := range p.frames {
 		if t := f.Type(); t.AckEliciting() || !t.Known() {
 			p.ackEliciting = true
@@ -381,14 +434,16 @@ func decodeFrames(payload []byte) ([]wire.Frame, []string) {
 	b := append([]byte(nil), payload...)
 	var frames []wire.Frame
 	var names []string
+	var parser wire.Parser
 	for len(b) > 0 {
-		f, n, err := wire.ParseFrame(b)
+		f, n, err := parser.Parse(b)
 		if err != nil {
 			ft, _, _ := wire.ConsumeVarint(b)
 			names = append(names, fmt.Sprintf("unparsed type=0x%x (%d bytes): %v", ft, len(b), err))
 			frames = append(frames, &wire.RawFrame{Bytes: b})
 			break
 		}
+		f = cloneFrame(f)
 		frames = append(frames, f)
 		names = append(names, frameString(f))
 		b = b[n:]
@@ -487,7 +542,7 @@ func events(role EventRole, ps ...*packet) []PacketEvent {
 		if p == nil {
 			continue
 		}
-		ev := p.ev
+		ev := p.event()
 		ev.Role = role
 		out = append(out, ev)
 	}

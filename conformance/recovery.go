@@ -1,9 +1,7 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -748,7 +746,7 @@ func (rc *rawClient) receiveStream(ctx context.Context, req *rawRequest, n int, 
 		if s == nil {
 			return 0, false
 		}
-		return len(s.data), s.complete()
+		return s.received(), s.complete()
 	}
 	rc.Receive(ctx, d, func() bool {
 		l, done := got()
@@ -845,47 +843,42 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	// One Initial and then silence, until a datagram comes after the
 	// first flight (a probe) or 3.2 s pass: the initial PTO is about 1 s.
+	// A Retry is answered (with the ClientHello again and the token) but
+	// is not part of the flight: it creates no state on the server (RFC
+	// 9000 §17.2.5), so nothing of it is retransmitted, and a server that
+	// always sends Retry must be judged on the flight that follows.
 	rc := t.newRaw(ctx, rawOptions{Label: "silent"})
-	rc.Silent, rc.FollowRetry = true, false
+	rc.Silent = true
 	rc.sendClientHello(ctx, 1200)
 	pick := rc.onPath(0)
-	rc.Receive(ctx, 3200*time.Millisecond, func() bool {
-		t.rec.mu.Lock()
-		defer t.rec.mu.Unlock()
-		var first time.Time
-		for _, d := range t.rec.datagrams {
-			if d.sent || !pick(d) {
+	flightOf := func(dgs []datagramRec) (first time.Time, flight, later int, probeAt time.Duration) {
+		for _, d := range dgs {
+			if d.sent || !pick(d) || isRetryDatagram(d.b) {
 				continue
 			}
 			if first.IsZero() {
 				first = d.at
-			} else if d.at.Sub(first) >= 300*time.Millisecond {
-				return true
 			}
+			if d.at.Sub(first) < 300*time.Millisecond {
+				flight += d.size
+				continue
+			}
+			if later == 0 {
+				probeAt = d.at.Sub(first)
+			}
+			later += d.size
 		}
-		return false
+		return
+	}
+	rc.Receive(ctx, 3200*time.Millisecond, func() bool {
+		t.rec.mu.Lock()
+		defer t.rec.mu.Unlock()
+		_, _, later, _ := flightOf(t.rec.datagrams)
+		return later > 0
 	})
 	sent, _, _ := t.ampCounts(rc)
 	t.rec.mu.Lock()
-	var first time.Time
-	var flight, later int
-	var probeAt time.Duration
-	for _, d := range t.rec.datagrams {
-		if d.sent || !pick(d) {
-			continue
-		}
-		if first.IsZero() {
-			first = d.at
-		}
-		if d.at.Sub(first) < 300*time.Millisecond {
-			flight += len(d.b)
-			continue
-		}
-		if later == 0 {
-			probeAt = d.at.Sub(first)
-		}
-		later += len(d.b)
-	}
+	first, flight, later, probeAt := flightOf(t.rec.datagrams)
 	t.rec.mu.Unlock()
 	req := t.sc.Requirements[0]
 	if first.IsZero() {
@@ -929,26 +922,38 @@ func (l *lossPattern) drop(b []byte) bool {
 func runRecTransferWithLoss(ctx context.Context, t *T) {
 	path := t.profile.Target.LargePath
 	clean, _ := t.recRaw(ctx, "clean", nil)
-	want, err := clean.Fetch(ctx, path, 15*time.Second)
-	if err != nil {
+	creq := clean.Request(path)
+	if _, err := clean.Await(ctx, creq, 15*time.Second); err != nil {
 		t.Inconclusive(fmt.Sprintf("The large resource did not come without loss: %v.", err))
 	}
+	want := clean.BodyDigest(creq)
 	lp := &lossPattern{}
 	rc, _ := t.recRaw(ctx, "lossy", func(rc *rawClient) {})
 	rc.DropIn = func(_ int, b []byte) bool { return lp.drop(b) }
 	start := time.Now()
-	got, err := rc.Fetch(ctx, path, 30*time.Second)
+	req := rc.Request(path)
+	_, err := rc.Await(ctx, req, 30*time.Second)
 	took := time.Since(start)
+	got := rc.BodyDigest(req)
 	t.Fact("loss.dropped-datagrams", lp.dropped)
 	t.Fact("loss.transfer-time", took.Round(time.Millisecond).String())
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("With %d of %d server datagrams dropped the download stalled: %v (%d of %d bytes).", lp.dropped, lp.n, err, len(got), len(want)))
+		t.Inconclusive(fmt.Sprintf("With %d of %d server datagrams dropped the download stalled: %v (%d of %d bytes).", lp.dropped, lp.n, err, got.Len, want.Len))
 	}
-	if !bytes.Equal(got, want) {
-		hw, hg := sha256.Sum256(want), sha256.Sum256(got)
-		t.Inconclusive(fmt.Sprintf("With loss the body differs from the clean download (%d bytes, sha256 %x…; clean %d bytes, %x…).", len(got), hg[:6], len(want), hw[:6]))
+	if got != want {
+		t.Inconclusive(fmt.Sprintf("With loss the body differs from the clean download (%v; clean %v).", got, want))
 	}
-	t.Pass("intact", t.sc.Requirements[0], fmt.Sprintf("With %d of %d server 1-RTT datagrams dropped (5 %%, in pairs) the %d-byte resource completed intact in %v.", lp.dropped, lp.n, len(got), took.Round(time.Millisecond)))
+	t.Pass("intact", t.sc.Requirements[0], fmt.Sprintf("With %d of %d server 1-RTT datagrams dropped (5 %%, in pairs) the %d-byte resource completed intact in %v.", lp.dropped, lp.n, got.Len, took.Round(time.Millisecond)))
+}
+
+// isRetryDatagram reports whether a datagram holds a Retry packet (of any
+// version the header parser knows).
+func isRetryDatagram(b []byte) bool {
+	if !wire.IsLongHeader(b) {
+		return false
+	}
+	h, err := wire.ParseHeader(b, 0)
+	return err == nil && h.Type == wire.PacketTypeRetry
 }
 
 // roundTrip is the tester's emulated round trip in rec-loss-reduces-flight:
@@ -994,7 +999,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		if !armed && r >= 1 && n >= 30000 {
 			armed, skip, drop = true, 4, 3
 		}
-		_, done := rc.Body(req)
+		done := rc.responseDone(req)
 		if lossRound >= 0 && r == lossRound+1 {
 			running = !done
 			break
@@ -1138,7 +1143,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	var lastLargest uint64
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		rc.Receive(ctx, 2*time.Millisecond, nil)
-		if _, done := rc.Body(req); done || rc.peerClosed {
+		if rc.responseDone(req) || rc.peerClosed {
 			break
 		}
 		// Acknowledge what arrived at least burstDelay ago.
@@ -1160,7 +1165,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	rc.NoAcks = false
 	rc.ackOwed[2] = true
 	rc.flush()
-	if _, done := rc.Body(req); !done {
+	if !rc.responseDone(req) {
 		t.Inconclusive(fmt.Sprintf("The large resource did not come within 20 s while the tester acknowledged each packet %v after it arrived.", burstDelay))
 	}
 	arr := rc.arrivals
@@ -1226,7 +1231,7 @@ func runRecBlackhole(ctx context.Context, t *T) {
 	end := time.Now()
 	rc.ackOwed[2] = true
 	rc.flush()
-	body, err := rc.Await(ctx, req, 30*time.Second)
+	_, err := rc.Await(ctx, req, 30*time.Second)
 	var first time.Time
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {
 		if p.at.After(end) {
@@ -1238,10 +1243,10 @@ func runRecBlackhole(ctx context.Context, t *T) {
 		t.Fact("blackhole.first-packet-after", first.Sub(end).Round(time.Millisecond).String())
 	}
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("After a 2 s blackhole the download did not complete: %v (%d bytes).", err, len(body)))
+		t.Inconclusive(fmt.Sprintf("After a 2 s blackhole the download did not complete: %v (%d bytes).", err, rc.BodyDigest(req).Len))
 	}
 	t.Fact("blackhole.recovered-in", time.Since(end).Round(time.Millisecond).String())
-	t.Pass("recovered", t.sc.Requirements[0], fmt.Sprintf("After 2 s with nothing in either direction the download recovered and completed (%d bytes; first server packet %v after the blackhole).", len(body), first.Sub(end).Round(time.Millisecond)))
+	t.Pass("recovered", t.sc.Requirements[0], fmt.Sprintf("After 2 s with nothing in either direction the download recovered and completed (%d bytes; first server packet %v after the blackhole).", rc.BodyDigest(req).Len, first.Sub(end).Round(time.Millisecond)))
 }
 
 func init() {

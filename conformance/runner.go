@@ -9,8 +9,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
-	"github.com/quiver-quic/quiver/pcap"
 )
 
 // ToolVersion is written into every report; cmd/quiver sets it.
@@ -207,8 +205,11 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 		t.dir = filepath.Join(opts.ArtifactsDir, sc.ID)
 		if err := os.MkdirAll(t.dir, 0o755); err != nil {
 			t.dir = ""
+		} else {
+			t.rec.startCapture(t.dir)
 		}
 	}
+	defer t.rec.endCapture()
 	if why, v := needsMet(prof, sc); v != "" {
 		res.Verdict = v
 		res.Sentence = why
@@ -334,34 +335,14 @@ func writeArtifacts(t *T) *Artifacts {
 	a := &Artifacts{}
 	t.rec.mu.Lock()
 	keylog := append([]byte(nil), t.rec.keylog.Bytes()...)
-	dgs := append([]datagramRec(nil), t.rec.datagrams...)
 	t.rec.mu.Unlock()
 	if len(keylog) > 0 {
 		if err := os.WriteFile(filepath.Join(t.dir, "keys.log"), keylog, 0o644); err == nil {
 			a.Keylog = filepath.Join(t.sc.ID, "keys.log")
 		}
 	}
-	if f, err := os.Create(filepath.Join(t.dir, "capture.pcapng")); err == nil {
-		w, err := pcap.NewWriterOptions(f, pcap.Options{SecretsFirst: true})
-		if err == nil {
-			if len(keylog) > 0 {
-				w.WriteSecrets(keylog)
-			}
-			for _, d := range dgs {
-				local := d.local
-				if !local.IsValid() {
-					local = defaultLocal
-				}
-				src, dst := local, d.peer
-				if !d.sent {
-					src, dst = d.peer, local
-				}
-				w.WriteDatagram(d.at, src, dst, d.b)
-			}
-			w.Close()
-			a.Pcapng = filepath.Join(t.sc.ID, "capture.pcapng")
-		}
-		f.Close()
+	if t.rec.finishCapture(keylog) {
+		a.Pcapng = filepath.Join(t.sc.ID, "capture.pcapng")
 	}
 	if ents, err := os.ReadDir(t.dir); err == nil {
 		for _, e := range ents {

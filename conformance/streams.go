@@ -147,7 +147,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 	rc.awaitRequests(ctx, t.Settle(), reqs...)
 	done := 0
 	for _, r := range reqs {
-		if _, ok := rc.Body(r); ok {
+		if rc.responseDone(r) {
 			done++
 		}
 	}
@@ -454,7 +454,7 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), append(events(Trigger, trig...), events(Response, cl)...)...)
 		return
 	}
-	answered := func(req *rawRequest) bool { _, done := rc.Body(req); return done }
+	answered := func(req *rawRequest) bool { return rc.responseDone(req) }
 	for _, i := range []int{1, 2} {
 		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].id); len(errs) > 0 && !answered(reqs[i]) {
 			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].id), append(events(Trigger, trig...), events(Response, errs...)...)...)

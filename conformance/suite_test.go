@@ -22,7 +22,10 @@ const (
 	largeFile = "large.bin"
 )
 
-func writeRoot(t *testing.T) string {
+func writeRoot(t *testing.T) string { return writeRootSize(t, 1<<20) }
+
+// writeRootSize is writeRoot with a large resource of size bytes.
+func writeRootSize(t *testing.T, size int) string {
 	root := t.TempDir()
 	b := make([]byte, 4096)
 	for i := range b {
@@ -31,7 +34,7 @@ func writeRoot(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(root, smallFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	large := make([]byte, 1<<20)
+	large := make([]byte, size)
 	for i := range large {
 		large[i] = byte(i * 7)
 	}
@@ -66,11 +69,15 @@ func newQuiverServer(t *testing.T, addr string) *quiverServer {
 // edited by edit: a Retry-always server, or one misbehaving through probe
 // hooks so that scenarios can be seen to fail.
 func newQuiverServerConfig(t *testing.T, addr string, edit func(*quic.Config)) *quiverServer {
+	return newQuiverServerRoot(t, addr, writeRoot(t), edit)
+}
+
+// newQuiverServerRoot is newQuiverServerConfig serving the folder root.
+func newQuiverServerRoot(t *testing.T, addr, root string, edit func(*quic.Config)) *quiverServer {
 	cert, _, err := peers.SelfSigned()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := writeRoot(t)
 	cfg := &quic.Config{TLSConfig: &tls.Config{
 		Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop, h3.ALPNH3}},
 		MaxDatagramFrameSize: quiverDatagramLimit, Allow0RTT: true}

@@ -368,7 +368,7 @@ func (t *T) runKeyUpdates(ctx context.Context, n int) {
 		if err := c.ForceKeyUpdate(); err != nil {
 			t.Inconclusive(fmt.Sprintf("The tester could not start key update %d: %v.", i, err))
 		}
-		body, err := c.Fetch(ctx, t.profile.Target.LargePath)
+		got, err := c.FetchLen(ctx, t.profile.Target.LargePath)
 		if err != nil {
 			t.Inconclusive(fmt.Sprintf("After key update %d the download of %s failed: %v.", i, t.profile.Target.LargePath, err))
 		}
@@ -386,7 +386,7 @@ func (t *T) runKeyUpdates(ctx context.Context, n int) {
 			}
 			return
 		}
-		t.Fact(fmt.Sprintf("key-update.%d.bytes", i), len(body))
+		t.Fact(fmt.Sprintf("key-update.%d.bytes", i), got)
 	}
 	t.Pass("key-update", reqKURespond, fmt.Sprintf("The server followed %d key update(s) of the tester: each acknowledgment of a new-phase packet, and every packet after it, carried the new key phase, and the large resource arrived under each.", n))
 }
@@ -1229,13 +1229,13 @@ func (t *T) runOnlySuite(ctx context.Context, suite uint16, name string) {
 		if t.profile.Target.LargePath != "" {
 			path, what = t.profile.Target.LargePath, "the large resource"
 		}
-		body, err := c.Fetch(ctx, path)
+		got, err := c.FetchLen(ctx, path)
 		ps := received(t.rec.snapshot(), c.trace.id, 0)
 		if err != nil {
 			t.Inconclusive(fmt.Sprintf("The handshake completed with %s, but fetching %s failed: %v.", name, what, err), events(Response, lastN(ps, 3)...)...)
 		}
 		t.Fact("tls.cipher-suite", tls.CipherSuiteName(suite))
-		t.Pass("suite", req, fmt.Sprintf("The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).", name, len(body), what, len(ps)),
+		t.Pass("suite", req, fmt.Sprintf("The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).", name, got, what, len(ps)),
 			events(Response, lastN(ps, 2)...)...)
 	})
 }

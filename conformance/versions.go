@@ -14,9 +14,9 @@ import (
 )
 
 func vnFacts(t *T, vn *packet) {
-	t.Fact("version.supported", vn.ev.Frames)
+	t.Fact("version.supported", vn.frameNames())
 	var reserved int
-	for _, f := range vn.ev.Frames {
+	for _, f := range vn.frameNames() {
 		var v uint32
 		fmt.Sscanf(f, "version 0x%x", &v)
 		if wire.IsGrease(wire.Version(v)) {
@@ -33,7 +33,7 @@ func runVNUnknownVersion(ctx context.Context, t *T) {
 		t.Fail("one-vn", reqVNOnce, fmt.Sprintf("The server sent %d Version Negotiation packets in response to one datagram.", len(vns)), append(events(Trigger, trig), events(Response, vns...)...)...)
 	case len(vns) == 1:
 		vnFacts(t, vns[0])
-		t.Pass("vn", reqVNShould, fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].ev.Frames)), append(events(Trigger, trig), events(Response, vns[0])...)...)
+		t.Pass("vn", reqVNShould, fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].frameNames())), append(events(Trigger, trig), events(Response, vns[0])...)...)
 	default:
 		if ok, msg := t.Control(ctx); !ok {
 			t.Inconclusive("No Version Negotiation came back, and " + msg + ".")

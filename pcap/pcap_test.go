@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,24 @@ func TestTimestampUnits(t *testing.T) {
 		if got := tc.ifc.time(tc.ts); !got.Equal(tc.want) {
 			t.Errorf("%+v %d: %v, want %v", tc.ifc, tc.ts, got, tc.want)
 		}
+	}
+}
+
+// TestSecretsFirstSpool: with a spool file the held-back packets wait on
+// disk, and the capture is byte for byte the one held in memory.
+func TestSecretsFirstSpool(t *testing.T) {
+	mem := writeCapture(t, Options{SecretsFirst: true}, []byte(keylogText), true)
+	f, err := os.CreateTemp(t.TempDir(), "spool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write([]byte("left there by someone else")) // the spool starts at the current offset
+	spooled := writeCapture(t, Options{SecretsFirst: true, Spool: f}, []byte(keylogText), true)
+	if !bytes.Equal(mem, spooled) {
+		t.Fatalf("spooled capture differs: %d vs %d bytes", len(spooled), len(mem))
+	}
+	if st, _ := f.Stat(); st.Size() <= int64(len("left there by someone else")) {
+		t.Fatal("nothing was spooled to the file")
 	}
 }

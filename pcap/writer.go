@@ -64,6 +64,10 @@ type Options struct {
 	SecretsFirst bool
 	// Application is recorded in the section header; empty means "quiver".
 	Application string
+	// Spool, with SecretsFirst, holds the packets back in this file (from
+	// its current offset) instead of in memory, so that a long capture
+	// costs no memory; Close copies them out. The caller removes it.
+	Spool io.ReadWriteSeeker
 }
 
 // Writer writes a pcapng capture of UDP datagrams. It is safe for
@@ -74,11 +78,13 @@ type Writer struct {
 	w       io.Writer
 	opts    Options
 	pending bytes.Buffer // packet blocks held back when SecretsFirst
-	secrets [][]byte     // held back when SecretsFirst
-	scratch []byte
-	block   []byte
-	err     error
-	closed  bool
+	// spoolStart and spooled locate the held-back blocks in Options.Spool.
+	spoolStart, spooled int64
+	secrets             [][]byte // held back when SecretsFirst
+	scratch             []byte
+	block               []byte
+	err                 error
+	closed              bool
 }
 
 var le = binary.LittleEndian // the writer's byte order; the SHB says so
@@ -162,6 +168,9 @@ func (w *Writer) WriteDatagram(t time.Time, src, dst netip.AddrPort, payload []b
 	}
 	w.block = appendEPB(w.block[:0], t, pkt[:capLen], len(pkt))
 	if w.opts.SecretsFirst {
+		if w.opts.Spool != nil {
+			return w.spool(w.block)
+		}
 		w.pending.Write(w.block)
 		return nil
 	}
@@ -194,8 +203,36 @@ func (w *Writer) Close() error {
 		return err
 	}
 	w.secrets = nil
+	if sp := w.opts.Spool; sp != nil {
+		if _, err := sp.Seek(w.spoolStart, io.SeekStart); err != nil {
+			w.err = fmt.Errorf("pcap: spool: %w", err)
+			return w.err
+		}
+		if _, err := io.CopyN(w.w, sp, w.spooled); err != nil {
+			w.err = fmt.Errorf("pcap: spool: %w", err)
+		}
+		return w.err
+	}
 	if _, err := w.pending.WriteTo(w.w); err != nil {
 		w.err = fmt.Errorf("pcap: %w", err)
+	}
+	return w.err
+}
+
+// spool appends a held-back block to the spool file.
+func (w *Writer) spool(b []byte) error {
+	if w.spooled == 0 {
+		off, err := w.opts.Spool.Seek(0, io.SeekCurrent)
+		if err != nil {
+			w.err = fmt.Errorf("pcap: spool: %w", err)
+			return w.err
+		}
+		w.spoolStart = off
+	}
+	n, err := w.opts.Spool.Write(b)
+	w.spooled += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("pcap: spool: %w", err)
 	}
 	return w.err
 }

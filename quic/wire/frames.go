@@ -155,8 +155,11 @@ type AckRange struct{ Smallest, Largest uint64 }
 // AckFrame is an ACK frame (RFC 9000 §19.3). Ranges are in descending
 // order: Ranges[0].Largest is the Largest Acknowledged field. The encoder
 // derives the First ACK Range, Gap and ACK Range Length fields from
-// consecutive ranges without checking them; with no range it writes
-// Largest Acknowledged 0 and First ACK Range 0. A parsed AckFrame's Ranges
+// consecutive ranges without checking them. An AckFrame with no range
+// acknowledges nothing and has no encoding (every ACK frame of RFC 9000
+// §19.3 acknowledges at least its Largest Acknowledged): Len is 0 and
+// Append writes nothing, so a tester that filters every packet number out
+// of an acknowledgment sends none instead of acknowledging packet 0. A parsed AckFrame's Ranges
 // live in the Parser's buffer and are overwritten by the next ACK parsed.
 type AckFrame struct {
 	Ranges []AckRange
@@ -198,17 +201,16 @@ func (f *AckFrame) Acks(pn uint64) bool {
 }
 
 func (f *AckFrame) fieldsLen() int {
-	n := 1 + VarintLen(f.AckDelay) + VarintLen(uint64(max(len(f.Ranges)-1, 0)))
 	if len(f.Ranges) == 0 {
-		n += 2 // Largest Acknowledged 0, First ACK Range 0
-	} else {
-		r0 := f.Ranges[0]
-		n += VarintLen(r0.Largest) + VarintLen(r0.Largest-r0.Smallest)
-		prev := r0.Smallest
-		for _, r := range f.Ranges[1:] {
-			n += VarintLen(prev-r.Largest-2) + VarintLen(r.Largest-r.Smallest)
-			prev = r.Smallest
-		}
+		return 0
+	}
+	n := 1 + VarintLen(f.AckDelay) + VarintLen(uint64(len(f.Ranges)-1))
+	r0 := f.Ranges[0]
+	n += VarintLen(r0.Largest) + VarintLen(r0.Largest-r0.Smallest)
+	prev := r0.Smallest
+	for _, r := range f.Ranges[1:] {
+		n += VarintLen(prev-r.Largest-2) + VarintLen(r.Largest-r.Smallest)
+		prev = r.Smallest
 	}
 	if f.ECN {
 		n += VarintLen(f.ECT0) + VarintLen(f.ECT1) + VarintLen(f.ECNCE)
@@ -221,24 +223,21 @@ func (f *AckFrame) Len() int { return f.fieldsLen() }
 
 // Append appends the frame.
 func (f *AckFrame) Append(b []byte) []byte {
-	b = append(b, byte(f.Type()))
 	if len(f.Ranges) == 0 {
-		b = append(b, 0)
-		b = AppendVarint(b, f.AckDelay)
-		b = append(b, 0, 0)
-	} else {
-		r0 := f.Ranges[0]
-		b = AppendVarint(b, r0.Largest)
-		b = AppendVarint(b, f.AckDelay)
-		b = AppendVarint(b, uint64(len(f.Ranges)-1))
-		b = AppendVarint(b, r0.Largest-r0.Smallest)
-		prev := r0.Smallest
-		for _, r := range f.Ranges[1:] {
-			// RFC 9000 §19.3.1: largest = previous_smallest - gap - 2.
-			b = AppendVarint(b, prev-r.Largest-2)
-			b = AppendVarint(b, r.Largest-r.Smallest)
-			prev = r.Smallest
-		}
+		return b
+	}
+	b = append(b, byte(f.Type()))
+	r0 := f.Ranges[0]
+	b = AppendVarint(b, r0.Largest)
+	b = AppendVarint(b, f.AckDelay)
+	b = AppendVarint(b, uint64(len(f.Ranges)-1))
+	b = AppendVarint(b, r0.Largest-r0.Smallest)
+	prev := r0.Smallest
+	for _, r := range f.Ranges[1:] {
+		// RFC 9000 §19.3.1: largest = previous_smallest - gap - 2.
+		b = AppendVarint(b, prev-r.Largest-2)
+		b = AppendVarint(b, r.Largest-r.Smallest)
+		prev = r.Smallest
 	}
 	if f.ECN {
 		b = AppendVarint(b, f.ECT0)

@@ -344,3 +344,24 @@ func TestErrorStrings(t *testing.T) {
 		t.Errorf("Error() = %q", e.Error())
 	}
 }
+
+// TestAckFrameNoRanges: an ACK frame without a range acknowledges nothing,
+// so it has no encoding; before, it was written as an acknowledgment of
+// packet 0, which a tester filtering its ACKs sent by mistake.
+func TestAckFrameNoRanges(t *testing.T) {
+	for _, f := range []*AckFrame{{}, {ECN: true, ECT0: 3}, {AckDelay: 40}} {
+		if got := f.Append([]byte{0xaa}); len(got) != 1 {
+			t.Errorf("%+v: Append wrote % x, want nothing", f, got[1:])
+		}
+		if f.Len() != 0 {
+			t.Errorf("%+v: Len %d, want 0", f, f.Len())
+		}
+		if f.Acks(0) {
+			t.Errorf("%+v acknowledges packet 0", f)
+		}
+	}
+	one := &AckFrame{Ranges: []AckRange{{Smallest: 0, Largest: 0}}}
+	if b := one.Append(nil); len(b) != one.Len() || len(b) != 5 {
+		t.Errorf("ACK of packet 0: % x (Len %d)", b, one.Len())
+	}
+}
