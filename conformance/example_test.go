@@ -76,7 +76,7 @@ func ExampleBaseline_Compare() {
 # expected verdicts
 hs-v1-basic pass
 hs-v1-ipv6 pass|inconclusive
-stream-limit-exceeded fail
+stream-overlap-different-data fail
 `))
 	if err != nil {
 		log.Fatal(err)
@@ -84,7 +84,7 @@ stream-limit-exceeded fail
 	rep := &conformance.Report{Results: []conformance.Result{
 		{Scenario: "hs-v1-basic", Verdict: conformance.Pass},
 		{Scenario: "hs-v1-ipv6", Verdict: conformance.Inconclusive},
-		{Scenario: "stream-limit-exceeded", Verdict: conformance.Pass},
+		{Scenario: "stream-overlap-different-data", Verdict: conformance.Pass},
 		{Scenario: "hs-zero-length-scid", Verdict: conformance.Pass},
 	}}
 	for _, c := range base.Compare(rep) {
@@ -92,5 +92,5 @@ stream-limit-exceeded fail
 	}
 	// Output:
 	// hs-zero-length-scid: not in the baseline, got pass
-	// stream-limit-exceeded: expected fail, got pass
+	// stream-overlap-different-data: expected fail, got pass
 }

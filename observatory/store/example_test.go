@@ -38,7 +38,7 @@ func Example() {
 	target := store.Target{Name: "my-server", Address: "127.0.0.1:4433", Implementation: "quic-go", Version: "v0.65.0"}
 	for _, r := range []struct{ scenario, verdict, sentence string }{
 		{"hs-v1-basic", "pass", "Every server Initial packet carried the same Source Connection ID."},
-		{"stream-limit-exceeded", "fail", "The server accepted a stream beyond its limit."},
+		{"stream-overlap-different-data", "fail", "The server accepted different data for bytes it already had."},
 	} {
 		// Evidence is opaque JSON to the store: the conformance suite puts
 		// its whole Result there.
@@ -64,14 +64,14 @@ func Example() {
 	for _, r := range rows {
 		fmt.Printf("  %s %s %s: %s\n", r.Target.Name, r.Scenario, r.Verdict, r.Sentence)
 	}
-	hist, err := st.History(ctx, "my-server", "stream-limit-exceeded")
+	hist, err := st.History(ctx, "my-server", "stream-overlap-different-data")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("history of stream-limit-exceeded on my-server: %d cell(s), latest %s\n", len(hist), hist[len(hist)-1].Verdict)
+	fmt.Printf("history of stream-overlap-different-data on my-server: %d cell(s), latest %s\n", len(hist), hist[len(hist)-1].Verdict)
 	// Output:
 	// run 1 (nightly): 2 results in 30s
 	//   my-server hs-v1-basic pass: Every server Initial packet carried the same Source Connection ID.
-	//   my-server stream-limit-exceeded fail: The server accepted a stream beyond its limit.
-	// history of stream-limit-exceeded on my-server: 1 cell(s), latest fail
+	//   my-server stream-overlap-different-data fail: The server accepted different data for bytes it already had.
+	// history of stream-overlap-different-data on my-server: 1 cell(s), latest fail
 }
