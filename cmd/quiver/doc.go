@@ -16,7 +16,8 @@
 // observatory's campaigns), web (its dashboard), bench (goodput,
 // handshakes, sweeps, ACK frequency, RPC) and version. README.md has an
 // example of each; docs/ci.md shows how to run Quiver in another
-// project's CI.//
+// project's CI.
+//
 // main is a thin wrapper: every subcommand is a function of its arguments and
 // output streams (see cli.go), so the whole command line is tested in-process.
 package main
