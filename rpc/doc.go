@@ -13,4 +13,15 @@
 // metadata, a timeout (a duration, because the two clocks may disagree), an
 // idempotency flag and a payload; the answer is zero or more messages and a
 // final [Status].
+//
+// Where to start. A server: [NewServer], handlers with [Register] (unary),
+// [RegisterStream], [RegisterClientStream] or [RegisterBidiStream], then
+// [Server.Serve] on each listener ([ListenTCP], [ListenQUIC] for QUIC and
+// HTTP/3 on one UDP port, [ListenHTTP], [ListenUDP], [ListenUnix]). A
+// client: [NewClient] with a transport ([DialTCP], [DialQUIC], ...), then
+// [Call], [CallStream] or [OpenStream]; errors carry a [Code] ([CodeOf]).
+// The examples show calls over TCP+TLS and QUIC, [Client.SwitchAsync]
+// during a stream, and [NewAdaptive] falling back to TCP when UDP is
+// blocked. docs/rpc.md in the repository describes the transports and
+// the benchmarks.
 package rpc
