@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +83,25 @@ func TestTestBaseline(t *testing.T) {
 	}
 	if out, errOut, code = quiver(t, "test", "--baseline", filepath.Join(dir, "missing.txt"), addr); code != 2 {
 		t.Fatalf("a missing baseline exited %d, want 2\n%s%s", code, out, errOut)
+	}
+}
+
+// TestTestUnreachable: a server that is not up is not a pass. Every
+// verdict would be inconclusive, which exits 0 without a baseline; the
+// run says so and exits 2 instead, after writing its reports.
+func TestTestUnreachable(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close() // nothing listens there now
+	report := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, code := quiver(t, "test", "--scenarios", "hs-v1-basic", "--json", report, addr)
+	if code != 2 || !strings.Contains(errOut, "answered no discovery handshake") {
+		t.Fatalf("exit %d, want 2 with the reason\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(report); err != nil {
+		t.Errorf("no report left behind: %v", err)
 	}
 }
