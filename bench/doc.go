@@ -20,4 +20,10 @@
 // another run. Results are written as Go benchmark lines (for benchstat),
 // CSV, JSON, a Markdown report and SVG/PNG charts, each with the exact
 // command line that produced it.
+//
+// Where to start: [Goodput], [Handshakes], [Sweep] and [AckFreq] each take
+// [Options] and return a [Result]; [WriteFiles] writes every report of
+// one. `quiver bench goodput|handshakes|sweep|ackfreq` are thin wrappers
+// over them (`quiver bench rpc` over package rpc/rpcbench), and
+// docs/highway.md in the repository shows their commands and results.
 package bench

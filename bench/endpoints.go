@@ -232,6 +232,7 @@ type AckStats struct {
 	Threshold    int64  `json:"threshold"`
 }
 
+// String is the ACK statistics line the bench endpoint prints, which the bench parses back.
 func (a AckStats) String() string {
 	return fmt.Sprintf("%sapp-packets=%d ack-packets=%d data-packets=%d ack-frequency=%d threshold=%d",
 		AckStatsLine, a.AppPackets, a.ACKPackets, a.DataPackets, a.AckFrequency, a.Threshold)

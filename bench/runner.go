@@ -24,6 +24,7 @@ type Pair struct {
 	Client string `json:"client"`
 }
 
+// String returns "SERVER<-CLIENT", as the --pairs flag takes it.
 func (p Pair) String() string { return p.Server + "<-" + p.Client }
 
 // ParsePairs reads "server<-client,…" (also "server:client").

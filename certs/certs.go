@@ -1,6 +1,3 @@
-// Package certs makes the self-signed certificates Quiver serves with when no
-// certificate is given: ECDSA P-256, valid for localhost and the loopback
-// addresses, accepted by every peer Quiver tests against.
 package certs
 
 import (

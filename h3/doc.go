@@ -3,9 +3,16 @@
 // client and server, on top of a small QUIC connection abstraction ([Conn] and
 // [Stream]) that Quiver's engine satisfies through a thin adapter.
 //
-// The package never imports the engine: everything it needs from QUIC is in
-// conn.go, so it is tested over an in-memory connection and can later run over
-// any QUIC stack.
+// Everything the package needs from QUIC is the interface in conn.go; only
+// quic.go knows Quiver's engine ([FromQUIC]), so the rest is tested over an
+// in-memory connection and can run over any QUIC stack.
+//
+// Where to start. A server: a [Server] with an http.Handler, and
+// [Server.ServeConn] for each accepted connection, adapted with
+// [FromQUIC]; [FileHandler] serves a folder. A client: [NewClientConn] on
+// a dialed connection gives a [ClientConn], an http.RoundTripper. For
+// hq-interop: [ServeHQ] and [GetHQ]. The package example runs both over
+// loopback.
 //
 // QPACK is static-table only: the endpoint advertises
 // SETTINGS_QPACK_MAX_TABLE_CAPACITY = 0 and SETTINGS_QPACK_BLOCKED_STREAMS = 0,

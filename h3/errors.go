@@ -87,6 +87,7 @@ type Error struct {
 	Reason string
 }
 
+// Error says which side found the error, whether it ends the stream or the connection, the code and the reason.
 func (e *Error) Error() string {
 	kind := "connection"
 	if e.Stream {

@@ -19,6 +19,7 @@ const (
 	FrameMaxPushID   FrameType = 0xd
 )
 
+// String returns the frame type's name, e.g. "HEADERS".
 func (t FrameType) String() string {
 	switch t {
 	case FrameData:

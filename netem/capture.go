@@ -14,16 +14,17 @@ import (
 type EventKind uint8
 
 const (
-	// Sent: the datagram entered the link on its sending side, before any
+	// Sent means the datagram entered the link on its sending side, before any
 	// impairment.
 	Sent EventKind = iota + 1
-	// Delivered: a copy left the link on its receiving side, after the
+	// Delivered means a copy left the link on its receiving side, after the
 	// impairments (possibly corrupted).
 	Delivered
-	// Dropped: the link, the NAT or the receiver discarded the datagram.
+	// Dropped means the link, the NAT or the receiver discarded the datagram.
 	Dropped
 )
 
+// String returns "sent", "delivered" or "dropped".
 func (k EventKind) String() string {
 	switch k {
 	case Sent:
@@ -41,6 +42,8 @@ func (k EventKind) String() string {
 // it zero.
 type Direction uint8
 
+// Directions: unknown (the in-process Network), towards the server and
+// towards the client.
 const (
 	DirUnknown Direction = iota
 	ToServer

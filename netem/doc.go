@@ -42,9 +42,16 @@
 //	defer r.Stop()
 //	conn, err := quic.Dial(ctx, "udp", r.Addr().String(), clientConfig)
 //
-// A namespace backend (client, server and link network namespaces joined by
-// veth pairs, with the emulator reading frames through packet sockets, or
-// tbf shaping for fast links) is planned for a later issue; see
-// interop-and-benchmarks.md §3.1 and §3.5. The Impairer is meant to be
-// reused by it unchanged.
+// Two more pieces use the same model. [StreamRelay] is its TCP
+// counterpart, for comparing TCP+TLS with QUIC over the same emulated
+// path (a user-space relay cannot drop bytes, so it models loss by the
+// delay a retransmission costs). [SetupNamespaces] builds a client, a
+// router and a server network namespace joined by veth pairs (root and
+// iproute2 needed; [NamespacesAvailable] says why not): a Relay listening
+// in the router ([Namespaces.ListenUDP]) then carries real addresses and
+// kernel queues, and tc's tbf shapes fast links; the interop runner's "ns"
+// engine and the benchmarks' rate sweep run there.
+//
+// Where to start: [Link] describes one direction of a path; [NewNetwork]
+// for tests in one process, [NewRelay] between processes.
 package netem

@@ -8,6 +8,7 @@ import (
 // A DropCause says why a datagram did not reach its destination.
 type DropCause uint8
 
+// Drop causes; NotDropped is the zero value, for a datagram delivered.
 const (
 	NotDropped    DropCause = iota
 	DropLoss                // random or Gilbert-Elliott loss
@@ -21,6 +22,7 @@ const (
 
 var dropCauseNames = [...]string{"delivered", "loss", "queue", "blackhole", "droplist", "nat", "noroute", "receiver"}
 
+// String names the cause, e.g. "loss" or "queue".
 func (c DropCause) String() string {
 	if int(c) < len(dropCauseNames) {
 		return dropCauseNames[c]

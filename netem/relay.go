@@ -234,6 +234,7 @@ func loopbackFor(a netip.Addr) netip.Addr {
 	return netip.IPv6Loopback()
 }
 
+// String returns "to-server", "to-client" or "unknown".
 func (d Direction) String() string {
 	switch d {
 	case ToServer:

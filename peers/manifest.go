@@ -1,13 +1,3 @@
-// Package peers starts other QUIC implementations as local processes, so
-// that Quiver's conformance suite, interop runner and benchmarks can test
-// against them.
-//
-// The manifest lists each implementation with how to start it as a server
-// and as a client, which ALPNs it speaks and which interop test cases it
-// supports. [Find] looks one up; [Impl.StartServer] and [Impl.RunClient]
-// run it. The Go peers are built by scripts/install-peers into bin/ (or
-// $QUIVER_BIN) from the separate module peers/quicgo, which this package
-// never imports; ngtcp2 comes from Debian's ngtcp2-server and ngtcp2-client.
 package peers
 
 import (

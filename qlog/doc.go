@@ -17,4 +17,8 @@
 // A Reader parses JSON-SEQ files back, validates the header and the events,
 // and gives generic access to every event plus typed decoding of the events
 // this package defines.
+//
+// Where to start: quic.Config.Tracer returns a [Recorder] per connection:
+// a [Writer] from [NewFileWriter] (as `quiver serve --qlog DIR` does), or a
+// [MemoryRecorder] in tests; [ReadFile] reads a trace back.
 package qlog

@@ -16,6 +16,10 @@
 //	s.Write(req); s.CloseWrite(); io.ReadAll(s)
 //	c.Close(0, "")
 //
+// The package's runnable examples do this over loopback, and show DATAGRAM
+// frames ([Conn.SendDatagram]), 0-RTT resumption ([DialEarly]) and a
+// [Probe] that drops a packet on purpose.
+//
 // How it is built. The Endpoint owns the socket; one goroutine reads it
 // and routes each datagram by destination connection ID (endpoint.go;
 // server.go does Version Negotiation, Retry and new connections). Each

@@ -20,6 +20,7 @@ type TransportError struct {
 	Remote    bool
 }
 
+// Error says which side closed, with the error code, the frame type and the reason.
 func (e *TransportError) Error() string {
 	who := "local"
 	if e.Remote {
@@ -43,6 +44,7 @@ type ApplicationError struct {
 	Remote bool
 }
 
+// Error says which side closed, with the application error code and the reason.
 func (e *ApplicationError) Error() string {
 	who := "local"
 	if e.Remote {
@@ -58,6 +60,7 @@ func (e *ApplicationError) Error() string {
 // it stayed idle for the idle timeout (RFC 9000 §10.1).
 type IdleTimeoutError struct{}
 
+// Error returns "quic: idle timeout".
 func (IdleTimeoutError) Error() string { return "quic: idle timeout" }
 
 // Timeout reports true, so that IdleTimeoutError satisfies net.Error.
@@ -73,6 +76,7 @@ type VersionNegotiationError struct {
 	Ours, Theirs []uint32
 }
 
+// Error says that no version is common, with the versions of each side.
 func (e *VersionNegotiationError) Error() string {
 	return fmt.Sprintf("quic: no common version: we offer %#x, server supports %#x; set Config.Versions to one the server supports", e.Ours, e.Theirs)
 }
@@ -85,6 +89,7 @@ type StreamResetError struct {
 	Remote bool
 }
 
+// Error says which side reset the stream and with which application error code.
 func (e *StreamResetError) Error() string {
 	if e.Remote {
 		return fmt.Sprintf("quic: stream reset by peer with code 0x%x", e.Code)

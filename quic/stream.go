@@ -270,6 +270,7 @@ type StreamStateError struct {
 	Op string
 }
 
+// Error says which operation the stream's state refused.
 func (e *StreamStateError) Error() string {
 	return "quic: stream " + itoa(e.ID) + ": cannot " + e.Op
 }

@@ -56,6 +56,7 @@ const (
 	EventHeld                           // a better candidate was held back by the cooldown
 )
 
+// String returns "connected", "switched" or "held".
 func (k EventKind) String() string {
 	return [...]string{"?", "connected", "switched", "held"}[k]
 }

@@ -39,6 +39,7 @@ var codeNames = [...]string{
 	"Unauthenticated",
 }
 
+// String returns the code's name, e.g. "Unavailable" (Code(N) for an unknown one).
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
 		return codeNames[c]
@@ -59,6 +60,7 @@ type Status struct {
 	notSent bool
 }
 
+// Error gives the status code's name and the message.
 func (s *Status) Error() string {
 	if s.Message == "" {
 		return "rpc: " + s.Code.String()

@@ -1,7 +1,3 @@
-// Package transfer serves a directory and fetches URLs over Quiver's QUIC
-// engine, with hq-interop (HTTP/0.9) or HTTP/3 chosen by ALPN. It is what
-// `quiver serve` and `quiver get` run, and what the conformance suite, the
-// interop runner and the demo start when they need Quiver as a peer.
 package transfer
 
 import (

@@ -21,6 +21,7 @@ type command struct {
 	summary  string
 	usage    string // the argument synopsis after "quiver NAME"
 	examples []string
+	notes    string // printed after the examples in --help (exit statuses)
 	setFlags func(fs *flag.FlagSet) any
 	run      func(ctx context.Context, env *cmdEnv, opts any, args []string) error
 }
@@ -161,6 +162,9 @@ func printCommandUsage(w io.Writer, c *command) {
 		for _, e := range c.examples {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
+	}
+	if c.notes != "" {
+		fmt.Fprintf(w, "\n%s", c.notes)
 	}
 }
 

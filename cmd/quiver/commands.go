@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/quiver-quic/quiver/interop"
@@ -55,6 +54,7 @@ type testOpts struct {
 	parallel                   int
 	timeout                    time.Duration
 	jsonFile, junit, artifacts string
+	baseline, writeBaseline    string
 }
 
 func testCommand() *command {
@@ -66,7 +66,10 @@ func testCommand() *command {
 			"quiver test 127.0.0.1:4433",
 			"quiver test --small /index.html --large /1MB.bin 127.0.0.1:4433",
 			"quiver test --alpn h3 --scenarios 'A*,handshake-*' --json report.json quic.example:443",
+			"quiver test --scenarios 'hs-*,tls-*' --write-baseline quiver-baseline.txt 127.0.0.1:4433",
+			"quiver test --baseline quiver-baseline.txt --junit junit.xml 127.0.0.1:4433",
 		},
+		notes: exitStatusNotes,
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &testOpts{}
 			fs.StringVar(&o.sni, "sni", "", "TLS server `name` to send (default: the host)")
@@ -79,6 +82,7 @@ func testCommand() *command {
 			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")
 			fs.StringVar(&o.junit, "junit", "", "write a JUnit XML report to `file`")
 			fs.StringVar(&o.artifacts, "artifacts", "", "keep per-scenario pcapng, qlog and key log under `dir`")
+			baselineFlags(fs, &o.baseline, &o.writeBaseline)
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -222,7 +226,7 @@ func versionCommand() *command {
 		usage:    "",
 		examples: []string{"quiver version"},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
-			fmt.Fprintf(env.stdout, "quiver %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			writeVersion(env.stdout)
 			return nil
 		},
 	}

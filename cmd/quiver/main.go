@@ -1,9 +1,3 @@
-// Command quiver tells how a QUIC implementation really behaves: whether it
-// follows the RFCs, whether it works with the others, how fast it is, and how
-// that changes from release to release.
-//
-// main is a thin wrapper: every subcommand is a function of its arguments and
-// output streams (see cli.go), so the whole command line is tested in-process.
 package main
 
 import (

@@ -11,6 +11,7 @@ import (
 
 type testClientOpts struct {
 	cmd, resumeCmd, alpn, name, scenarios, jsonFile, junit, artifacts string
+	baseline, writeBaseline                                           string
 	parallel                                                          int
 }
 
@@ -22,7 +23,9 @@ func testClientCommand() *command {
 		examples: []string{
 			"quiver test-client --cmd 'quiver get --insecure --out {outdir} {url}'",
 			"quiver test-client --alpn h3 --cmd 'gtlsclient -q --download={outdir} {host} {port} {url}' --json client.json",
+			"quiver test-client --baseline client-baseline.txt --junit junit.xml --cmd 'myclient --out {outdir} {url}'",
 		},
+		notes: exitStatusNotes,
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &testClientOpts{}
 			fs.StringVar(&o.cmd, "cmd", "", "client `command` template: {url} {urls} {addr} {host} {port} {ca} {keylog} {outdir}")
@@ -34,6 +37,7 @@ func testClientCommand() *command {
 			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")
 			fs.StringVar(&o.junit, "junit", "", "write a JUnit XML report to `file`")
 			fs.StringVar(&o.artifacts, "artifacts", "", "keep per-scenario pcapng, qlog and key log under `dir`")
+			baselineFlags(fs, &o.baseline, &o.writeBaseline)
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -48,18 +52,16 @@ func testClientCommand() *command {
 
 // runTestClient serves every selected client-facing scenario, launches the
 // client from the template for each, prints the table and writes the
-// reports; a failing scenario makes the exit status 1.
+// reports; its exit status is described by exitStatusNotes.
 func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 	conformance.ToolVersion = version
 	name := o.name
 	if name == "" {
 		name = firstWord(o.cmd)
 	}
-	var patterns []string
-	for _, p := range splitList(o.scenarios) {
-		if p != "*" {
-			patterns = append(patterns, p)
-		}
+	base, patterns, err := loadBaseline(o.baseline, o.scenarios)
+	if err != nil {
+		return err
 	}
 	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ResumeCommand: o.resumeCmd, ALPN: o.alpn}, conformance.Options{
 		Scenarios:    patterns,
@@ -71,7 +73,8 @@ func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return finishReport(env, rep, o.jsonFile, o.junit)
+	return finishReport(ctx, env, rep, reportOpts{cmd: "test-client", jsonFile: o.jsonFile, junit: o.junit,
+		baselineFile: o.baseline, baseline: base, writeBaseline: o.writeBaseline})
 }
 
 func firstWord(s string) string {

@@ -14,6 +14,8 @@ type Buffer struct {
 	buf []byte
 }
 
+// Write appends b, drops what is older than the last Max bytes, and never
+// fails.
 func (t *Buffer) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

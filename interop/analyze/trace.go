@@ -35,6 +35,7 @@ const (
 	FromServer
 )
 
+// String returns "client" or "server", the side that sent.
 func (d Direction) String() string {
 	if d == FromServer {
 		return "server"
@@ -51,6 +52,7 @@ type HexBytes []byte
 // MarshalText writes the bytes in hex.
 func (b HexBytes) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(b)), nil }
 
+// String returns the bytes in hex.
 func (b HexBytes) String() string { return hex.EncodeToString(b) }
 
 // Packet is one QUIC packet of the capture, decrypted when keys were known.

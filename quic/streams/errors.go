@@ -34,6 +34,7 @@ type Error struct {
 	Reason string
 }
 
+// Error gives the transport error code by name and number, and the reason.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s (0x%x): %s", codeName(e.Code), e.Code, e.Reason)
 }

@@ -44,10 +44,10 @@ type IDRange struct {
 type Part uint8
 
 const (
-	// PartRecv: frames about our receiving part (STREAM, RESET_STREAM,
+	// PartRecv is for frames about our receiving part (STREAM, RESET_STREAM,
 	// STREAM_DATA_BLOCKED).
 	PartRecv Part = iota
-	// PartSend: frames about our sending part (MAX_STREAM_DATA,
+	// PartSend is for frames about our sending part (MAX_STREAM_DATA,
 	// STOP_SENDING).
 	PartSend
 )

@@ -17,6 +17,7 @@ const (
 
 var recvStateNames = [...]string{"Recv", "Size Known", "Data Recvd", "Data Read", "Reset Recvd", "Reset Read"}
 
+// String returns the state's name in RFC 9000 §3.2, e.g. "Size Known".
 func (s RecvState) String() string { return stateName(recvStateNames[:], int(s), "RecvState") }
 
 // RecvConfig sets up a RecvStream.

@@ -15,6 +15,7 @@ const (
 
 var sendStateNames = [...]string{"Ready", "Send", "Data Sent", "Data Recvd", "Reset Sent", "Reset Recvd"}
 
+// String returns the state's name in RFC 9000 §3.1, e.g. "Data Sent".
 func (s SendState) String() string { return stateName(sendStateNames[:], int(s), "SendState") }
 
 // SendConfig sets up a SendStream.

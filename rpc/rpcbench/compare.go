@@ -153,6 +153,7 @@ func CPURatios(rs []Result, num, den string) []Ratio {
 	return out
 }
 
+// String states the ratio, its kind (throughput or calls per CPU-second), the cell and the spread of the paired runs.
 func (r Ratio) String() string {
 	if r.CPU {
 		return fmt.Sprintf("%s / %s calls per CPU-second at conc=%d size=%d: %.2fx (median of %d paired runs, range %.2f-%.2f)",
