@@ -1,7 +1,3 @@
-// Package conformance is Quiver's conformance suite: a registry of scenarios
-// that probe a QUIC server (or client) through the engine's probe hooks, and
-// a runner that turns each into a verdict backed by evidence and the exact
-// requirement it rests on (../shared/design/conformance-scenarios.md).
 package conformance
 
 import (
