@@ -86,9 +86,9 @@ func needNamespaces(t *testing.T) {
 // TestCellNamespaces runs a short crosstraffic cell, Quiver server ←
 // quic-go client, in network namespaces: the endpoints in their own
 // namespaces, the relay and a 10 Mbit/s tbf in the router, and a TCP
-// Cubic flow through the same bottleneck, delayed like the QUIC flow. The QUIC and TCP goodputs must
-// share the bottleneck: together no more than it carries, and neither
-// starved.
+// Cubic flow through the same bottleneck, delayed like the QUIC flow: the
+// cell succeeds, its link record names the namespaces and the kernel rate,
+// and the TCP flow carried bytes through the 15 ms delay line.
 func TestCellNamespaces(t *testing.T) {
 	needNamespaces(t)
 	server, client := impl(t, "quiver"), impl(t, "quic-go")
@@ -123,17 +123,9 @@ func TestCellNamespaces(t *testing.T) {
 	if m.Cross == nil || m.Cross.Bytes == 0 || m.Cross.DelayMs != 15 {
 		t.Fatalf("cross traffic recorded: %+v, want bytes and a 15 ms delay line", m.Cross)
 	}
-	quicMbps := m.DataSpan / 1000
-	t.Logf("QUIC %.2f Mbit/s (data span), TCP %s %.2f Mbit/s over its whole life", quicMbps, m.Cross.CC, m.Cross.Mbps)
-	// The TCP flow ran alone for its 5 s head start, so its average is
-	// above its share; what the two cannot do is exceed the bottleneck
-	// while they overlap, or leave QUIC with almost nothing.
-	if quicMbps > 9.9 || quicMbps < 0.5 {
-		t.Errorf("QUIC at %.2f Mbit/s beside a TCP flow through a 10 Mbit/s bottleneck", quicMbps)
-	}
-	if m.Cross.Mbps > 10.5 {
-		t.Errorf("TCP at %.2f Mbit/s through a 10 Mbit/s bottleneck", m.Cross.Mbps)
-	}
+	// The goodputs are logged, not judged: a test does not assert a
+	// measured rate (`quiver interop --tests crosstraffic` measures it).
+	t.Logf("QUIC %.2f Mbit/s (data span), TCP %s %.2f Mbit/s over its whole life", m.DataSpan/1000, m.Cross.CC, m.Cross.Mbps)
 }
 
 // TestCellConnectionMigration runs connectionmigration in namespaces: the

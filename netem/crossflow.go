@@ -33,6 +33,15 @@ type TCPFlow struct {
 	received int64
 	end      time.Time
 	err      error
+	waiters  []flowWaiter
+	done     bool // the receiver has returned
+}
+
+// A flowWaiter is closed once the receiver has read at least n bytes, or
+// when the receiver ends.
+type flowWaiter struct {
+	n  int64
+	ch chan struct{}
 }
 
 // StartTCPFlow listens on to in namespace toNS, connects from from's
@@ -112,6 +121,7 @@ func (n *Namespaces) StartTCPFlow(ctx context.Context, fromNS string, from netip
 			f.mu.Lock()
 			f.received += int64(k)
 			f.end = time.Now()
+			f.wakeLocked(err != nil)
 			f.mu.Unlock()
 			if err != nil {
 				if err != io.EOF && ctx.Err() == nil {
@@ -136,6 +146,47 @@ func (f *TCPFlow) setErr(err error) {
 	if f.err == nil {
 		f.err = err
 	}
+}
+
+// wakeLocked closes the waiters whose count has been reached, or all of
+// them when the receiver has ended.
+func (f *TCPFlow) wakeLocked(ended bool) {
+	f.done = f.done || ended
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if f.done || f.received >= w.n {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	f.waiters = kept
+}
+
+// WaitReceived blocks until the receiver has read at least n bytes, the
+// flow ends, or ctx is done; it returns the bytes read so far and, when
+// fewer than n, why.
+func (f *TCPFlow) WaitReceived(ctx context.Context, n int64) (int64, error) {
+	f.mu.Lock()
+	w := flowWaiter{n: n, ch: make(chan struct{})}
+	f.waiters = append(f.waiters, w)
+	f.wakeLocked(false)
+	f.mu.Unlock()
+	select {
+	case <-w.ch:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.received >= n:
+		return f.received, nil
+	case f.err != nil:
+		return f.received, f.err
+	case f.done:
+		return f.received, errors.New("netem: cross traffic: the flow ended early")
+	}
+	return f.received, ctx.Err()
 }
 
 // Received returns the bytes the receiver has read so far.

@@ -17,7 +17,7 @@ import (
 
 // setupNamespaces builds a topology or skips the test without root; with
 // QUIVER_REQUIRE_PEERS=1 a failure to build it as root fails the test.
-func setupNamespaces(t *testing.T, cfg NamespaceConfig) *Namespaces {
+func setupNamespaces(t testing.TB, cfg NamespaceConfig) *Namespaces {
 	t.Helper()
 	if err := NamespacesAvailable(); err != nil {
 		t.Skipf("namespace backend: %v", err)
@@ -43,7 +43,7 @@ func setupNamespaces(t *testing.T, cfg NamespaceConfig) *Namespaces {
 	return n
 }
 
-func listenIn(t *testing.T, n *Namespaces, ns string, a netip.AddrPort) *net.UDPConn {
+func listenIn(t testing.TB, n *Namespaces, ns string, a netip.AddrPort) *net.UDPConn {
 	t.Helper()
 	c, err := n.ListenUDP(ns)("udp4", net.UDPAddrFromAddrPort(a))
 	if err != nil {
@@ -115,17 +115,66 @@ func TestNamespacesRelay(t *testing.T) {
 	}
 }
 
-// TestNamespacesTbf checks the kernel bottleneck: datagrams forwarded by
-// the router towards the client leave at the tbf rate, within 5 %.
+// TestNamespacesTbf checks the kernel bottleneck by behaviour: the router
+// carries a tbf qdisc at the configured rate towards the client, datagrams
+// cross it, and a burst cannot cross faster than the rate allows (a lower
+// bound on the time, which load can only lengthen). The rate it delivers
+// is measured by BenchmarkNamespacesTbf.
 func TestNamespacesTbf(t *testing.T) {
 	const rate = 20e6
 	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, QueueBytes: 4 << 20, Forward: true})
+	out, err := exec.Command("tc", "-n", n.Router, "qdisc", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "tbf") || !strings.Contains(string(out), "rate 20Mbit") {
+		t.Errorf("router qdiscs %q, want a tbf at 20Mbit", out)
+	}
+	const count, size = 500, 1200 // about 0.25 s at 20 Mbit/s
+	s := sendThroughTbf(t, n, count, size)
+	t.Logf("%d of %d datagrams in %v", s.got, count, s.span)
+	if s.got < count/2 {
+		t.Fatalf("%d of %d datagrams crossed the router", s.got, count)
+	}
+	// tbf releases at most its burst (3000 bytes) at once, then paces at
+	// the rate; IP, UDP and Ethernet headers (42 bytes) count.
+	least := time.Duration(float64((s.got*(size+42)-3000)*8) / rate * float64(time.Second))
+	if s.span < least*9/10 {
+		t.Errorf("%d datagrams crossed a %.0f Mbit/s tbf in %v, faster than its rate allows (%v)", s.got, rate/1e6, s.span, least)
+	}
+}
+
+// tbfRun is what sendThroughTbf saw: datagrams received, the time from the
+// first send to the last arrival, and the delivered rate after the first
+// tenth (kernel receive timestamps).
+type tbfRun struct {
+	got  int
+	span time.Duration
+	bps  float64
+}
+
+// sendThroughTbf sends count datagrams of size bytes from the server
+// namespace to the client namespace through the router as fast as the
+// sender can.
+func sendThroughTbf(t testing.TB, n *Namespaces, count, size int) tbfRun {
 	sink := listenIn(t, n, n.Client, netip.AddrPortFrom(NSCrossClient, 5001))
 	rc, _ := sink.SyscallConn()
 	rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
 	src := listenIn(t, n, n.Server, netip.AddrPortFrom(NSCrossServer, 0))
-	const count, size = 2000, 1200 // about 1 s at 20 Mbit/s
+	defer sink.Close() // also closed at cleanup; a benchmark calls this in a loop
+	defer src.Close()
+	buf, oob := make([]byte, 2048), make([]byte, 128)
+	// One datagram first, so that the burst does not wait on neighbour
+	// resolution (whose queue would drop most of it).
+	if _, err := src.WriteToUDPAddrPort([]byte("warm"), netip.AddrPortFrom(NSCrossClient, 5001)); err != nil {
+		t.Fatal(err)
+	}
+	sink.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, _, _, err := sink.ReadMsgUDPAddrPort(buf, oob); err != nil {
+		t.Fatal(err)
+	}
 	errc := make(chan error, 1)
+	start := time.Now()
 	go func() {
 		p := make([]byte, size)
 		for range count {
@@ -136,15 +185,15 @@ func TestNamespacesTbf(t *testing.T) {
 		}
 		errc <- nil
 	}()
-	buf, oob := make([]byte, 2048), make([]byte, 128)
 	var first, last time.Time
 	got := 0
+	// The deadline only stops a broken path; tbf may also drop some.
 	sink.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for got < count {
 		_, oobn, _, _, err := sink.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break // tbf may have dropped some; judge what came
+				break
 			}
 			t.Fatal(err)
 		}
@@ -158,21 +207,17 @@ func TestNamespacesTbf(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if got < count/2 {
-		t.Fatalf("%d of %d datagrams crossed the router", got, count)
+	r := tbfRun{got: got, span: last.Sub(start)}
+	if got > count/10+1 {
+		r.bps = float64((got-1-count/10)*(size+42)*8) / last.Sub(first).Seconds()
 	}
-	// IP and UDP headers (28 bytes) and Ethernet (14) count for tbf.
-	measured := float64((got-1-count/10)*(size+28+14)*8) / last.Sub(first).Seconds()
-	dev := (measured - rate) / rate
-	t.Logf("tbf at %.0f Mbit/s delivered %.2f Mbit/s (%+.1f %%), %d of %d datagrams", rate/1e6, measured/1e6, 100*dev, got, count)
-	if dev < -0.05 || dev > 0.05 {
-		t.Errorf("tbf rate off by %+.1f %%", 100*dev)
-	}
+	return r
 }
 
 // TestNamespacesTCPFlow runs the cross-traffic flow through the router's
-// 20 Mbit/s tbf for a second: it must fill most of the bottleneck and no
-// more, with Cubic set on the sender.
+// 20 Mbit/s tbf until a second's worth of data has arrived, with Cubic set
+// on the sender, and checks that it stops cleanly. Its rate is measured by
+// BenchmarkNamespacesTCPFlow.
 func TestNamespacesTCPFlow(t *testing.T) {
 	const rate = 20e6
 	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, Forward: true})
@@ -180,20 +225,20 @@ func TestNamespacesTCPFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait on the flow's own progress, not a sleep: a second of data at
-	// the bottleneck's rate, with a generous deadline.
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Received() < rate/8 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	// The deadline only stops a broken flow.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if got, err := f.WaitReceived(ctx, rate/8); err != nil {
+		t.Errorf("the flow carried %d bytes: %v", got, err)
 	}
 	got, bps, err := f.Stop()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("TCP %s through tbf %.0f Mbit/s: %d bytes, %.2f Mbit/s", f.CC, rate/1e6, got, bps/1e6)
-	if bps < 0.5*rate || bps > 1.1*rate {
-		t.Errorf("cross traffic at %.2f Mbit/s through a %.0f Mbit/s bottleneck", bps/1e6, rate/1e6)
+	if got < rate/8 || f.CC != "cubic" {
+		t.Errorf("TCP %s carried %d bytes, want at least %d", f.CC, got, int64(rate/8))
 	}
+	t.Logf("TCP %s through tbf %.0f Mbit/s: %d bytes, %.2f Mbit/s", f.CC, rate/1e6, got, bps/1e6)
 }
 
 // TestNamespacesRebindAddr rebinds the client's address through the relay
@@ -241,7 +286,7 @@ func TestNamespacesRebindAddr(t *testing.T) {
 
 // TestNamespacesDelayTCP checks the delay line on forwarded TCP: a
 // connection through the router takes at least the two one-way delays to
-// open, and a bulk flow still fills the bottleneck.
+// open, and a bulk flow crosses it (its rate: BenchmarkNamespacesTCPFlow).
 func TestNamespacesDelayTCP(t *testing.T) {
 	const rate, delay = 20e6, 15 * time.Millisecond
 	n := setupNamespaces(t, NamespaceConfig{RateToClient: rate, QueueBytes: 50 * 1500, Forward: true})
@@ -286,9 +331,10 @@ func TestNamespacesDelayTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Received() < 2*rate/8 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if got, err := f.WaitReceived(ctx, 2*rate/8); err != nil {
+		t.Errorf("the delayed flow carried %d bytes: %v", got, err)
 	}
 	got, bps, err := f.Stop()
 	if err != nil {
@@ -296,9 +342,6 @@ func TestNamespacesDelayTCP(t *testing.T) {
 	}
 	carried, lost := l.Packets()
 	t.Logf("connect %v; TCP %s with %v each way: %d bytes, %.2f Mbit/s; the line carried %d packets, lost %d", took, f.CC, delay, got, bps/1e6, carried, lost)
-	if bps < 0.5*rate || bps > 1.1*rate {
-		t.Errorf("delayed cross traffic at %.2f Mbit/s through a %.0f Mbit/s bottleneck", bps/1e6, rate/1e6)
-	}
 	if carried == 0 {
 		t.Error("the delay line carried nothing")
 	}
