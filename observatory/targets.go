@@ -1,7 +1,9 @@
 // Package observatory watches QUIC implementations over time: it runs
 // campaigns (scenarios × targets) of the conformance suite, keeps every
-// result in a [store.Store], finds what changed between consecutive
-// results, and feeds the dashboard (package observatory/web).
+// result in a [store.Store], starts local servers for them, and records
+// benchmark JSON. Reading the store (grid, changes, diffs, text output)
+// is package observatory/results, which the dashboard (observatory/web)
+// uses without linking the suite or the engine.
 package observatory
 
 import (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 	"github.com/quiver-quic/quiver/observatory/web"
 	"github.com/quiver-quic/quiver/peers"
@@ -86,7 +87,7 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	}
 	fmt.Fprintf(env.stderr, "campaign took %v\n", time.Since(started).Round(time.Second))
 	fmt.Fprintf(env.stdout, "run %d: %d results stored in %s\n\n", run.ID, len(cells), displayDB(o.db))
-	if err := observatory.WriteGrid(env.stdout, observatory.NewGrid(cells)); err != nil {
+	if err := results.WriteGrid(env.stdout, results.NewGrid(cells)); err != nil {
 		return err
 	}
 	if o.noWeb || ctx.Err() != nil {

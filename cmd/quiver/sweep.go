@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 	"github.com/quiver-quic/quiver/observatory/sweep"
 )
@@ -46,7 +47,7 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 			all = append(all, v)
 		}
 	}
-	slices.SortFunc(all, observatory.CompareVersions)
+	slices.SortFunc(all, results.CompareVersions)
 	versions, err := sweep.Choose(all, listed, o.since)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -90,7 +91,7 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 			return errors.Join(err, cerr)
 		}
 		fmt.Fprintf(env.stdout, "\nchanges along %q:\n", sweep.TargetName(im))
-		if werr := observatory.WriteChanges(env.stdout, observatory.DetectChanges(cells, o.window)); werr != nil {
+		if werr := results.WriteChanges(env.stdout, results.DetectChanges(cells, o.window)); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
@@ -128,7 +129,7 @@ func sweepLine(env *cmdEnv) func(sweep.Outcome) {
 			if len(oc.Build.Tags) > 0 {
 				tags = " [" + strings.Join(oc.Build.Tags, " ") + "]"
 			}
-			fmt.Fprintf(env.stdout, "%-9s run %-4d %-6s %s%s\n", oc.Version, oc.Run.ID, build, observatory.Tally(oc.Counts), tags)
+			fmt.Fprintf(env.stdout, "%-9s run %-4d %-6s %s%s\n", oc.Version, oc.Run.ID, build, results.Tally(oc.Counts), tags)
 			if oc.Err != nil {
 				fmt.Fprintf(env.stdout, "          %s\n", oneLine(oc.Err.Error()))
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -36,7 +37,7 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once against each target (targets: 4 at once)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each scenario (default: the suite's)")
 	fs.StringVar(&o.target, "target", "", "only this target `name` (show, changes)")
-	fs.IntVar(&o.window, "window", observatory.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
+	fs.IntVar(&o.window, "window", results.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
 	fs.BoolVar(&o.queue, "queue", false, "run: put the jobs in the PostgreSQL queue for quiver worker processes instead of running them")
 	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net)")
@@ -100,7 +101,7 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 			fmt.Fprintf(env.stdout, "no runs in %s yet; start one with: quiver track run --db %s targets.json\n", displayDB(o.db), o.db)
 			return nil
 		}
-		return observatory.WriteRuns(env.stdout, runs)
+		return results.WriteRuns(env.stdout, runs)
 	case "show":
 		return trackShow(ctx, env, st, o, args)
 	case "diff":
@@ -113,11 +114,11 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		if err != nil {
 			return err
 		}
-		ch := observatory.DetectChanges(cells, o.window)
+		ch := results.DetectChanges(cells, o.window)
 		if o.json {
 			return writeJSON(env.stdout, ch)
 		}
-		return observatory.WriteChanges(env.stdout, ch)
+		return results.WriteChanges(env.stdout, ch)
 	}
 }
 
@@ -183,7 +184,7 @@ func trackRunCmd(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 		return cerr
 	}
 	fmt.Fprintf(env.stdout, "run %d: %d results in %s\n\n", run.ID, len(cells), displayDB(o.db))
-	if werr := observatory.WriteGrid(env.stdout, observatory.NewGrid(cells)); werr != nil {
+	if werr := results.WriteGrid(env.stdout, results.NewGrid(cells)); werr != nil {
 		return werr
 	}
 	return err
@@ -249,7 +250,7 @@ func trackShow(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, a
 		return err
 	}
 	fmt.Fprintf(env.stdout, "run %d (%s), started %s, %d results\n\n", run.ID, run.Campaign, run.Started.Format(time.RFC3339), run.Results)
-	return observatory.WriteResults(env.stdout, cells)
+	return results.WriteResults(env.stdout, cells)
 }
 
 func trackDiff(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, args []string) error {
@@ -286,11 +287,11 @@ func trackDiff(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, a
 		}
 		sides[i] = cells
 	}
-	d := observatory.DiffRuns(sides[0], sides[1])
+	d := results.DiffRuns(sides[0], sides[1])
 	if o.json {
 		return writeJSON(env.stdout, d)
 	}
-	return observatory.WriteDiff(env.stdout, a, b, d)
+	return results.WriteDiff(env.stdout, a, b, d)
 }
 
 func parseRunID(s string) (int64, error) {

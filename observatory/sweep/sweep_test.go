@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"github.com/quiver-quic/quiver/internal/leakcheck"
-	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestCompareVersions(t *testing.T) {
 	in := []string{"v0.10.0", "v0.9.1", "v1.0.0", "v0.9.1-rc.1", "v0.9.0", "junk", "v0.40.1", "v0.4.0"}
-	slices.SortFunc(in, observatory.CompareVersions)
+	slices.SortFunc(in, results.CompareVersions)
 	want := []string{"v0.4.0", "v0.9.0", "v0.9.1-rc.1", "v0.9.1", "v0.10.0", "v0.40.1", "v1.0.0", "junk"}
 	if !slices.Equal(in, want) {
 		t.Errorf("sorted = %v, want %v", in, want)

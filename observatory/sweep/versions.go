@@ -17,7 +17,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 )
 
 // ListVersions returns the released versions of a Go module, oldest first,
@@ -37,7 +37,7 @@ func ListVersions(ctx context.Context, module string) ([]string, error) {
 		return nil, fmt.Errorf("the module proxy lists no released version of %s", module)
 	}
 	vs := f[1:]
-	slices.SortFunc(vs, observatory.CompareVersions)
+	slices.SortFunc(vs, results.CompareVersions)
 	return vs, nil
 }
 
@@ -68,15 +68,15 @@ func Choose(all, listed []string, since string) ([]string, error) {
 				out = append(out, v)
 			}
 		}
-		slices.SortFunc(out, observatory.CompareVersions)
+		slices.SortFunc(out, results.CompareVersions)
 		return out, nil
 	case since != "":
-		if !observatory.IsVersion(since) {
+		if !results.IsVersion(since) {
 			return nil, fmt.Errorf("since %q is not a version like v0.40.0", since)
 		}
 		var out []string
 		for _, v := range all {
-			if observatory.CompareVersions(v, since) >= 0 {
+			if results.CompareVersions(v, since) >= 0 {
 				out = append(out, v)
 			}
 		}

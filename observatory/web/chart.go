@@ -7,8 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quiver-quic/quiver/conformance"
-	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -98,7 +97,7 @@ func (a *App) adoption(r *http.Request) (page, error) {
 		}
 		targets[c.Target.Name] = true
 		measured[c.Scenario][c.RunID] = true
-		if c.Verdict == string(conformance.Pass) {
+		if c.Verdict == store.Pass {
 			passes[c.Scenario][c.RunID]++
 		}
 	}
@@ -153,8 +152,8 @@ func (a *App) adoption(r *http.Request) (page, error) {
 	for _, iv := range impls {
 		// Versions go in release order when they are all semantic
 		// versions, whatever order they were measured in.
-		if !slices.ContainsFunc(iv.Versions, func(v string) bool { return !observatory.IsVersion(v) }) {
-			slices.SortFunc(iv.Versions, observatory.CompareVersions)
+		if !slices.ContainsFunc(iv.Versions, func(v string) bool { return !results.IsVersion(v) }) {
+			slices.SortFunc(iv.Versions, results.CompareVersions)
 		}
 		ss := implScen[iv.Name]
 		slices.Sort(ss)

@@ -26,8 +26,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/quiver-quic/quiver/conformance"
-	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -49,7 +48,7 @@ type App struct {
 // New returns the dashboard over st. artifactsDir is the folder the result
 // rows' artifact paths are relative to; downloads never leave it.
 func New(st store.Store, artifactsDir string) (*App, error) {
-	a := &App{store: st, artifacts: artifactsDir, FlapWindow: observatory.DefaultFlapWindow, pages: map[string]*template.Template{}}
+	a := &App{store: st, artifacts: artifactsDir, FlapWindow: results.DefaultFlapWindow, pages: map[string]*template.Template{}}
 	base, err := template.New("").Funcs(template.FuncMap{"headline": benchHeadline}).ParseFS(templateFiles, "templates/layout.html", "templates/changes.html", "templates/bench.html")
 	if err != nil {
 		return nil, err
@@ -150,8 +149,8 @@ func (a *App) handle(f func(r *http.Request) (page, error)) http.HandlerFunc {
 
 // gridData is the grid page.
 type gridData struct {
-	Grid    *observatory.Grid
-	Changes []observatory.Change
+	Grid    *results.Grid
+	Changes []results.Change
 	Bench   benchPanel
 }
 
@@ -164,7 +163,7 @@ func (g gridData) Cell(target, scenario string) *store.Cell {
 }
 
 // Tally summarises a target's column.
-func (g gridData) Tally(target string) string { return observatory.Tally(g.Grid.Counts(target)) }
+func (g gridData) Tally(target string) string { return results.Tally(g.Grid.Counts(target)) }
 
 func (a *App) grid(r *http.Request) (page, error) {
 	cells, err := a.store.LatestGrid(r.Context())
@@ -175,7 +174,7 @@ func (a *App) grid(r *http.Request) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	ch := observatory.DetectChanges(all, a.FlapWindow)
+	ch := results.DetectChanges(all, a.FlapWindow)
 	slices.Reverse(ch)
 	if len(ch) > 10 {
 		ch = ch[:10]
@@ -184,7 +183,7 @@ func (a *App) grid(r *http.Request) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	return page{"grid", "Targets × scenarios", gridData{Grid: observatory.NewGrid(cells), Changes: ch, Bench: bp}}, nil
+	return page{"grid", "Targets × scenarios", gridData{Grid: results.NewGrid(cells), Changes: ch, Bench: bp}}, nil
 }
 
 func (a *App) changes(r *http.Request) (page, error) {
@@ -192,7 +191,7 @@ func (a *App) changes(r *http.Request) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	ch := observatory.DetectChanges(all, a.FlapWindow)
+	ch := results.DetectChanges(all, a.FlapWindow)
 	slices.Reverse(ch)
 	return page{"changes", "Changes", ch}, nil
 }
@@ -213,7 +212,7 @@ type targetData struct {
 	Scenarios []string
 	cells     map[int64]map[string]store.Cell
 	Chart     chart
-	Changes   []observatory.Change
+	Changes   []results.Change
 }
 
 func (d targetData) Cell(run int64, scenario string) *store.Cell {
@@ -252,7 +251,7 @@ func (a *App) target(r *http.Request) (page, error) {
 	for _, run := range d.Runs {
 		n := 0
 		for _, c := range d.cells[run.ID] {
-			if c.Verdict == string(conformance.Pass) {
+			if c.Verdict == store.Pass {
 				n++
 			}
 		}
@@ -263,7 +262,7 @@ func (a *App) target(r *http.Request) (page, error) {
 		labels, ys = append(labels, label), append(ys, n)
 	}
 	d.Chart = lineChart("scenarios passing per run", labels, ys, len(d.Scenarios), 560, 180)
-	d.Changes = observatory.DetectChanges(cells, a.FlapWindow)
+	d.Changes = results.DetectChanges(cells, a.FlapWindow)
 	return page{"target", "Target " + name, d}, nil
 }
 
@@ -321,8 +320,8 @@ func (a *App) diff(r *http.Request) (page, error) {
 	}
 	return page{"diff", fmt.Sprintf("Run %d → run %d", ids[0], ids[1]), struct {
 		A, B  int64
-		Diffs []observatory.CellDiff
-	}{ids[0], ids[1], observatory.DiffRuns(sides[0], sides[1])}}, nil
+		Diffs []results.CellDiff
+	}{ids[0], ids[1], results.DiffRuns(sides[0], sides[1])}}, nil
 }
 
 func (a *App) result(r *http.Request) (page, error) {
@@ -335,10 +334,10 @@ func (a *App) result(r *http.Request) (page, error) {
 		return page{}, err
 	}
 	// Evidence that does not decode still shows raw.
-	res, _ := observatory.DecodeResult(rec)
+	res, _ := store.DecodeEvidence(rec)
 	return page{"result", fmt.Sprintf("%s on %s", rec.Scenario, rec.Target.Name), struct {
 		Record store.Record
-		Result conformance.Result
+		Result store.Evidence
 	}{rec, res}}, nil
 }
 
@@ -399,7 +398,7 @@ func (a *App) apiGrid(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	g := observatory.NewGrid(cells)
+	g := results.NewGrid(cells)
 	if cells == nil {
 		cells = []store.Cell{}
 	}

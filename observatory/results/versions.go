@@ -1,4 +1,4 @@
-package observatory
+package results
 
 import (
 	"strconv"

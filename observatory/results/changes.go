@@ -1,10 +1,14 @@
-package observatory
+// Package results reads what the observatory stored: the grid of targets
+// × scenarios, tallies, run diffs, change detection (arrived, regressed,
+// fixed, flapping) and version order, as text for the CLI and as data for
+// the dashboard. It depends on the store only, not on the suite or the
+// engine.
+package results
 
 import (
 	"cmp"
 	"slices"
 
-	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -47,8 +51,8 @@ const DefaultFlapWindow = 5
 // Inconclusive, error and observed results are skipped when finding the
 // previous result, so a network hiccup is neither a regression nor a fix.
 func judged(v string) bool {
-	switch conformance.Verdict(v) {
-	case conformance.Pass, conformance.Fail, conformance.Warn, conformance.Unsupported:
+	switch v {
+	case store.Pass, store.Fail, store.Warn, store.Unsupported:
 		return true
 	}
 	return false
@@ -81,7 +85,7 @@ func DetectChanges(cells []store.Cell, window int) []Change {
 		passedBefore := false
 		for i := 1; i < len(s); i++ {
 			prev, cur := s[i-1], s[i]
-			if prev.Verdict == string(conformance.Pass) {
+			if prev.Verdict == store.Pass {
 				passedBefore = true
 			}
 			if kind, ok := classify(prev.Verdict, cur.Verdict, passedBefore); ok {
@@ -108,7 +112,7 @@ func DetectChanges(cells []store.Cell, window int) []Change {
 }
 
 func classify(prev, cur string, passedBefore bool) (ChangeKind, bool) {
-	pass, fail, warn, unsup := string(conformance.Pass), string(conformance.Fail), string(conformance.Warn), string(conformance.Unsupported)
+	pass, fail, warn, unsup := store.Pass, store.Fail, store.Warn, store.Unsupported
 	switch {
 	case prev == pass && (cur == fail || cur == warn || cur == unsup):
 		return Regressed, true
