@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,24 +27,26 @@ func benchCommand() *command {
 	return &command{
 		name:    "bench",
 		summary: "benchmark QUIC implementations and Quiver's RPC transports (subcommands: goodput, handshakes, sweep, ackfreq, rpc)",
-		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags]",
+		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags] (flags before or after the subcommand's name)",
 		examples: []string{
 			"quiver bench goodput --impls quiver,quic-go,x/net,ngtcp2,tcp --size 100MB --runs 5",
 			"quiver bench handshakes --impls quiver,quic-go,tcp --n 500 --runs 5",
 			"quiver bench sweep --param rcvbuf --impls quiver,quic-go,ngtcp2 --size 100MB --runs 3",
 			"quiver bench ackfreq --paths terrestrial,asymmetric --ratios 2,10,adaptive",
-			"quiver bench goodput --help   (each subcommand lists its own flags; the flags below are rpc's)",
+			"quiver bench goodput --help   (each subcommand lists its own flags)",
 			"quiver bench rpc --transports tcp,quic --conc 1,64,512 --sizes 581,1024",
 			"quiver bench rpc --grpc rpc/grpcbench --transports tcp,quic --conc 64 --sizes 581 --repeats 5",
 			"quiver bench rpc --grpc rpc/grpcbench --path lossy --conc 64 --sizes 1024",
 			"quiver bench rpc --swaps 100 --switch-every 1s --switch-conc 8",
 		},
-		setFlags: func(fs *flag.FlagSet) any {
-			o := &benchOpts{Config: rpcbench.DefaultConfig()}
-			o.registerRPC(fs)
-			return o
-		},
-		run: runBench,
+		subs: append(quicBenchCommands(), &command{name: "rpc", summary: "RPC throughput and latency per transport, gRPC-go beside them with --grpc",
+			usage: "[flags]", examples: []string{"quiver bench rpc --transports tcp,quic --conc 1,64,512 --sizes 581,1024"},
+			setFlags: func(fs *flag.FlagSet) any {
+				o := &benchOpts{Config: rpcbench.DefaultConfig()}
+				o.registerRPC(fs)
+				return o
+			},
+			run: runBenchRPC}),
 	}
 }
 
@@ -56,26 +57,10 @@ func (o *benchOpts) registerRPC(fs *flag.FlagSet) {
 	fs.StringVar(&o.store, "store", o.store, "also record the run in the observatory's store: SQLite `file` or PostgreSQL DSN (shown by quiver web beside the grid)")
 }
 
-func runBench(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+func runBenchRPC(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 	o := opts.(*benchOpts)
 	if len(args) > 0 {
-		if sub, ok := quicBenches()[args[0]]; ok {
-			return sub(ctx, env, args[1:])
-		}
-	}
-	if len(args) == 0 || args[0] != "rpc" {
-		return fmt.Errorf("%w: name a benchmark: goodput, handshakes, sweep, ackfreq or rpc", errUsage)
-	}
-	// Flags may also follow the subcommand name.
-	fs := flag.NewFlagSet("quiver bench rpc", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.registerRPC(fs)
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-		if errors.Is(err, flag.ErrHelp) {
-			printCommandUsage(env.stdout, benchCommand())
-			return nil
-		}
-		return fmt.Errorf("%w: bad arguments after 'rpc': %v", errUsage, args[1:])
+		return fmt.Errorf("%w: bench rpc takes no arguments: %v", errUsage, args)
 	}
 	// The benchmark lines are kept as they pass, for rpc.json and the
 	// store.
@@ -90,7 +75,7 @@ func runBench(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 	if err != nil || (o.out == "" && o.store == "") {
 		return err
 	}
-	rep := observatory.RPCReport{Kind: "rpc", Command: strings.TrimSpace("quiver bench " + strings.Join(args, " ")), Started: started,
+	rep := observatory.RPCReport{Kind: "rpc", Command: "quiver " + strings.Join(env.line, " "), Started: started,
 		Host: bench.CurrentHost().String(), Results: lines.results}
 	if o.out != "" {
 		if err := writeRPCReport(o.out, &rep, lines.raw); err != nil {

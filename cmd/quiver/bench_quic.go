@@ -15,21 +15,25 @@ import (
 	"github.com/quiver-quic/quiver/observatory"
 )
 
-// quicBenches are the `quiver bench` subcommands that measure QUIC
-// implementations (package bench), beside rpc. The hidden ones are the
-// bench's own endpoints, started by the bench as processes of their own.
-func quicBenches() map[string]func(ctx context.Context, env *cmdEnv, args []string) error {
-	return map[string]func(ctx context.Context, env *cmdEnv, args []string) error{
-		"goodput":    benchGoodput,
-		"handshakes": benchHandshakes,
-		"sweep":      benchSweep,
-		"ackfreq":    benchAckFreq,
-		// Hidden endpoints.
-		"tls-serve":    benchTLSServe,
-		"tls-get":      benchTLSGet,
-		"hs-client":    benchHSClient,
-		"quiver-serve": benchQuiverServe,
-		"quiver-get":   benchQuiverGet,
+// quicBenchCommands are the `quiver bench` subcommands that measure QUIC
+// implementations (package bench), beside rpc; each parses its own flags
+// with parseSub. The hidden ones are the bench's own endpoints, started by
+// the bench as processes of their own.
+func quicBenchCommands() []*command {
+	sub := func(name, summary, example string, hidden bool, f func(ctx context.Context, env *cmdEnv, args []string) error) *command {
+		return &command{name: name, summary: summary, usage: "[flags]", examples: []string{example}, ownFlags: true, hidden: hidden,
+			run: func(ctx context.Context, env *cmdEnv, _ any, args []string) error { return f(ctx, env, args) }}
+	}
+	return []*command{
+		sub("goodput", "goodput and CPU per GB of implementation pairs", "quiver bench goodput --impls quiver,quic-go,tcp --size 100MB", false, benchGoodput),
+		sub("handshakes", "full handshakes per second", "quiver bench handshakes --impls quiver,quic-go,tcp --n 500", false, benchHandshakes),
+		sub("sweep", "a parameter sweep (rcvbuf, gso, gro, cipher, cc, ack, rate, topology)", "quiver bench sweep --param rcvbuf", false, benchSweep),
+		sub("ackfreq", "ACK ratios over emulated paths", "quiver bench ackfreq --paths terrestrial --ratios 2,10", false, benchAckFreq),
+		sub("tls-serve", "", "", true, benchTLSServe),
+		sub("tls-get", "", "", true, benchTLSGet),
+		sub("hs-client", "", "", true, benchHSClient),
+		sub("quiver-serve", "", "", true, benchQuiverServe),
+		sub("quiver-get", "", "", true, benchQuiverGet),
 	}
 }
 
@@ -82,7 +86,8 @@ func (c *commonFlags) options(env *cmdEnv, command string) (bench.Options, error
 // parseSub parses a subcommand's flags, printing its help on --help.
 func parseSub(env *cmdEnv, fs *flag.FlagSet, usage string, args []string) (bool, error) {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(env.stdout, "Usage: %s\n\nFlags:\n", usage)
 			fs.SetOutput(env.stdout)
@@ -91,8 +96,8 @@ func parseSub(env *cmdEnv, fs *flag.FlagSet, usage string, args []string) (bool,
 		}
 		return false, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if fs.NArg() > 0 {
-		return false, fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	if len(pos) > 0 {
+		return false, fmt.Errorf("%w: unexpected arguments %v", errUsage, pos)
 	}
 	return false, nil
 }
@@ -241,16 +246,17 @@ func benchTLSServe(ctx context.Context, env *cmdEnv, args []string) error {
 	return bench.TLSServer(ctx, *addr, *cert, *key, *root, *cc)
 }
 
-// urlArgs parses flags that precede URL arguments.
+// urlArgs parses flags around one URL argument.
 func urlArgs(env *cmdEnv, fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return nil, fmt.Errorf("%w: want one URL", errUsage)
 	}
-	return fs.Args(), nil
+	return pos, nil
 }
 
 func benchTLSGet(ctx context.Context, env *cmdEnv, args []string) error {

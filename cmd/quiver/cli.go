@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -15,7 +16,10 @@ var version = "0.1.0-dev"
 
 // command is one subcommand: its name, a one-line summary, an example, and
 // the function that runs it. setFlags declares its flags so that --help can
-// list them without running anything.
+// list them without running anything. Every command, and every subcommand
+// (bench goodput, track run, interop endpoint), is a command and goes
+// through dispatch: flags may stand before or after the arguments, and
+// "--" ends them (parseArgs).
 type command struct {
 	name     string
 	summary  string
@@ -24,11 +28,21 @@ type command struct {
 	notes    string // printed after the examples in --help (exit statuses)
 	setFlags func(fs *flag.FlagSet) any
 	run      func(ctx context.Context, env *cmdEnv, opts any, args []string) error
+	// subs are subcommands: the first argument that is not one of this
+	// command's flags names one, and the rest of the line is its. A
+	// command with subs and a run runs itself when no subcommand is named.
+	subs []*command
+	// ownFlags: run gets the arguments as they are and parses its own
+	// flags (with parseArgs); opts is nil.
+	ownFlags bool
+	// hidden commands are not listed: endpoints Quiver starts itself.
+	hidden bool
 }
 
 // cmdEnv is what a subcommand may touch of the outside world.
 type cmdEnv struct {
 	stdout, stderr io.Writer
+	line           []string // the whole command line after "quiver", as typed
 }
 
 // errUsage marks an error that is the user's to fix; run prints the usage
@@ -51,7 +65,7 @@ func commands() []*command {
 
 // run is the whole command line: it returns the process exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &cmdEnv{stdout: stdout, stderr: stderr}
+	env := &cmdEnv{stdout: stdout, stderr: stderr, line: args}
 	if len(args) == 0 {
 		printTopUsage(stderr)
 		return 2
@@ -76,22 +90,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printTopUsage(stderr)
 		return 2
 	}
-	fs := flag.NewFlagSet("quiver "+c.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var opts any
-	if c.setFlags != nil {
-		opts = c.setFlags(fs)
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printCommandUsage(stdout, c)
-			return 0
+	return dispatch(ctx, env, c, "quiver "+c.name, args[1:])
+}
+
+// dispatch runs command c, named path on the command line, with the
+// arguments after its name, and returns the exit status.
+func dispatch(ctx context.Context, env *cmdEnv, c *command, path string, args []string) int {
+	if len(c.subs) > 0 {
+		if i := subcommandAt(c, args); i >= 0 {
+			sub := findCommand(c.subs, args[i])
+			rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+			return dispatch(ctx, env, sub, path+" "+sub.name, rest)
 		}
-		fmt.Fprintf(stderr, "quiver %s: %v\n", c.name, err)
-		fmt.Fprintf(stderr, "run 'quiver %s --help' for usage\n", c.name)
-		return 2
+		if c.run == nil {
+			if slices.ContainsFunc(args, isHelpFlag) {
+				printCommandUsage(env.stdout, c)
+				return 0
+			}
+			var names []string
+			for _, s := range c.subs {
+				if !s.hidden {
+					names = append(names, s.name)
+				}
+			}
+			fmt.Fprintf(env.stderr, "%s: name a subcommand: %s\n", path, strings.Join(names, ", "))
+			fmt.Fprintf(env.stderr, "run '%s --help' for usage\n", path)
+			return 2
+		}
 	}
-	err := c.run(ctx, env, opts, fs.Args())
+	var opts any
+	pos := args
+	if !c.ownFlags {
+		fs := flag.NewFlagSet(path, flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if c.setFlags != nil {
+			opts = c.setFlags(fs)
+		}
+		var err error
+		if pos, err = parseArgs(fs, args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printCommandUsage(env.stdout, c)
+				return 0
+			}
+			fmt.Fprintf(env.stderr, "%s: %v\n", path, err)
+			fmt.Fprintf(env.stderr, "run '%s --help' for usage\n", path)
+			return 2
+		}
+	}
+	err := c.run(ctx, env, opts, pos)
 	var ee exitError
 	switch {
 	case err == nil:
@@ -99,23 +145,93 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "quiver %s: %v\n", c.name, err)
-		fmt.Fprintf(stderr, "run 'quiver %s --help' for usage\n", c.name)
+		fmt.Fprintf(env.stderr, "%s: %v\n", path, err)
+		fmt.Fprintf(env.stderr, "run '%s --help' for usage\n", path)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "quiver %s: %v\n", c.name, err)
+		fmt.Fprintf(env.stderr, "%s: %v\n", path, err)
 		return 1
 	}
 }
 
-func lookup(name string) *command {
-	for _, c := range commands() {
+// parseArgs parses fs's flags wherever they stand among args — before,
+// between or after the positional arguments, as in
+// "quiver test 127.0.0.1:4433 --json r.json" — and returns the positional
+// arguments in order. "--" ends the flags: everything after it is
+// positional. A flag that takes a value takes the next argument whatever it
+// is ("--name=value" works too); a lone "-" is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && takesValue(fs.Lookup(name)) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// takesValue reports whether f is a flag that takes the next argument as
+// its value (any known flag but a boolean one).
+func takesValue(f *flag.Flag) bool {
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
+}
+
+// subcommandAt returns the index in args of the subcommand's name: the
+// first argument that is neither one of c's flags nor a flag's value, if
+// it names one of c.subs; -1 otherwise.
+func subcommandAt(c *command, args []string) int {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	if c.setFlags != nil {
+		c.setFlags(fs)
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return -1
+		case len(a) >= 2 && a[0] == '-':
+			if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && takesValue(fs.Lookup(name)) {
+				i++
+			}
+		case findCommand(c.subs, a) != nil:
+			return i
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "--h" }
+
+func findCommand(cs []*command, name string) *command {
+	for _, c := range cs {
 		if c.name == name {
 			return c
 		}
 	}
 	return nil
 }
+
+func lookup(name string) *command { return findCommand(commands(), name) }
 
 func printTopUsage(w io.Writer) {
 	fmt.Fprintf(w, "Quiver tells how a QUIC implementation really behaves.\n\n")
@@ -156,6 +272,14 @@ func printCommandUsage(w io.Writer, c *command) {
 	})
 	if b.Len() > 0 {
 		fmt.Fprintf(w, "\nFlags:\n%s", b.String())
+	}
+	if len(c.subs) > 0 {
+		fmt.Fprintf(w, "\nSubcommands (each lists its own flags with --help):\n")
+		for _, s := range c.subs {
+			if !s.hidden {
+				fmt.Fprintf(w, "  %-12s %s\n", s.name, s.summary)
+			}
+		}
 	}
 	if len(c.examples) > 0 {
 		fmt.Fprintf(w, "\nExamples:\n")

@@ -91,5 +91,10 @@ func TestEveryCommandHasHelpAndExample(t *testing.T) {
 		if c.summary == "" || len(c.examples) == 0 {
 			t.Errorf("command %s lacks a summary or an example", c.name)
 		}
+		for _, s := range c.subs {
+			if !s.hidden && (s.summary == "" || len(s.examples) == 0) {
+				t.Errorf("command %s %s lacks a summary or an example", c.name, s.name)
+			}
+		}
 	}
 }

@@ -108,6 +108,16 @@ func interopCommand() *command {
 			"quiver interop --engine ns --clients quic-go --servers quiver --tests crosstraffic,rebind-addr",
 			"ROLE=server TESTCASE=handshake WWW=./www CERTS=./certs PORT=4433 quiver interop endpoint",
 		},
+		subs: []*command{{name: "endpoint", summary: "Quiver as an endpoint of the interop runner's contract (ROLE, TESTCASE, … in the environment)",
+			usage: "[endpoint flags] [URL...]", examples: []string{"ROLE=server TESTCASE=handshake WWW=./www CERTS=./certs PORT=4433 quiver interop endpoint"},
+			ownFlags: true, run: func(ctx context.Context, env *cmdEnv, _ any, args []string) error {
+				// The endpoint that follows the runner's contract
+				// (ROLE, TESTCASE, …; exit 127 for unsupported).
+				if code := endpoint.Main(ctx, args, os.Getenv, env.stderr); code != 0 {
+					return exitError{code}
+				}
+				return nil
+			}}},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &interopOpts{}
 			fs.StringVar(&o.clients, "clients", "all", "client `implementations`, comma-separated")
@@ -119,14 +129,6 @@ func interopCommand() *command {
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 			o := opts.(*interopOpts)
-			if len(args) > 0 && args[0] == "endpoint" {
-				// The endpoint that follows the runner's contract
-				// (ROLE, TESTCASE, …; exit 127 for unsupported).
-				if code := endpoint.Main(ctx, args[1:], os.Getenv, env.stderr); code != 0 {
-					return exitError{code}
-				}
-				return nil
-			}
 			if len(args) > 0 {
 				return fmt.Errorf("%w: interop takes no arguments", errUsage)
 			}
@@ -163,7 +165,7 @@ func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "run|list|show|diff|changes|sweep|import [flags] [arguments]",
+		usage:   "run|list|show|diff|changes|sweep|import [flags] [arguments] (flags before or after the subcommand)",
 		examples: []string{
 			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
 			"quiver track list",
@@ -176,15 +178,31 @@ func trackCommand() *command {
 			"quiver track sweep --impl x/net --versions v0.18.0,v0.30.0,v0.62.0",
 			"quiver track import --db quiver.db bench-results/ackfreq-*/ackfreq.json   # benchmark runs, shown beside the grid",
 		},
-		setFlags: func(fs *flag.FlagSet) any {
-			o := &trackOpts{}
-			o.setFlags(fs)
-			return o
-		},
-		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
-			return runTrack(ctx, env, opts.(*trackOpts), args)
+		setFlags: trackFlags,
+		subs: []*command{
+			trackSub("run", "run a campaign (scenarios × targets) into the store", "[flags] [targets.json]"),
+			trackSub("list", "list the stored runs", "[flags]"),
+			trackSub("show", "show a run's results (default: the latest run)", "[flags] [RUN]"),
+			trackSub("diff", "compare two runs' results", "[flags] RUN-A RUN-B"),
+			trackSub("changes", "arrived, regressed, fixed and flapping results", "[flags]"),
+			trackSub("sweep", "build an implementation at each released version and test them all", "--impl NAME [flags]"),
+			trackSub("import", "record benchmark JSON files in the store", "[flags] FILE..."),
 		},
 	}
+}
+
+func trackFlags(fs *flag.FlagSet) any {
+	o := &trackOpts{}
+	o.setFlags(fs)
+	return o
+}
+
+// trackSub is a track subcommand: every one takes all the track flags.
+func trackSub(name, summary, usage string) *command {
+	return &command{name: name, summary: summary, usage: usage, examples: []string{"quiver track " + name + " --help"}, setFlags: trackFlags,
+		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
+			return runTrack(ctx, env, opts.(*trackOpts), append([]string{name}, args...))
+		}}
 }
 
 type webOpts struct{ addr, db, artifacts string }

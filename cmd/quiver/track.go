@@ -19,7 +19,7 @@ import (
 )
 
 // trackOpts are the flags of every track subcommand. They may come before
-// or after the subcommand's name.
+// or after the subcommand's name (dispatch).
 type trackOpts struct {
 	db, targets, scenarios, artifacts, campaign, target string
 	impl, versions, since, cache                        string
@@ -56,19 +56,7 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 	if len(args) == 0 {
 		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, sweep or import", errUsage)
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("quiver track "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	// Flags set before the subcommand keep their values: declaring the
-	// flags again resets them to the defaults, so put them back, and
-	// parsing then overrides only those given again.
-	before := *o
-	o.setFlags(fs)
-	*o = before
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	args = fs.Args()
+	sub, args := args[0], args[1:]
 	switch sub {
 	case "run":
 		return trackRunCmd(ctx, env, o, args)
