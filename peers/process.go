@@ -478,30 +478,10 @@ func (p *Process) Stop() error {
 // Output returns the end of what the process wrote to stdout and stderr.
 func (p *Process) Output() string { return p.out.String() }
 
-// waitBound polls until the process (or its group) has a UDP socket bound
-// to port, failing early if the process exits.
+// waitBound waits until the process (or its group) has a UDP socket
+// bound to port, failing early if the process exits.
 func (p *Process) waitBound(ctx context.Context, port int, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if udpBoundBy(p.cmd.Process.Pid, port) {
-			return nil
-		}
-		select {
-		case <-p.done:
-			if p.cmd.ProcessState.ExitCode() == 127 {
-				return fmt.Errorf("%s server exited with 127: %w", p.Impl, ErrUnsupported)
-			}
-			return fmt.Errorf("%s server %w before binding UDP port %d: %v\n%s", p.Impl, errExitedEarly, port, p.waitErr, p.Output())
-		case <-ctx.Done():
-			return fmt.Errorf("%s server: waiting for UDP port %d: %w", p.Impl, port, ctx.Err())
-		case <-deadline.C:
-			return fmt.Errorf("%s server did not bind UDP port %d within %v\n%s", p.Impl, port, timeout, p.Output())
-		case <-tick.C:
-		}
-	}
+	return p.WaitListening(ctx, "udp", port, timeout)
 }
 
 // BoundUDP returns the local addresses of the UDP sockets the process (or

@@ -19,9 +19,12 @@ import (
 // /proc/PID/net, which shows the network namespace of pid: a server
 // started in its own namespace (namespace mode, §3.1) binds its port
 // there, not in the runner's.
-func udpBoundBy(pid, port int) bool {
+func udpBoundBy(pid, port int) bool { return boundBy(pid, "udp", port) }
+
+// boundBy is udpBoundBy for proto "udp" or "tcp" (a listening socket).
+func boundBy(pid int, proto string, port int) bool {
 	inodes := map[string]bool{}
-	for inode, a := range udpSockets(pid) {
+	for inode, a := range sockets(pid, proto) {
 		if int(a.Port()) == port {
 			inodes[inode] = true
 		}
@@ -75,9 +78,14 @@ func groupOwns(pid int, inodes map[string]bool, found func(inode string) bool) b
 
 // udpSockets returns the local address of each UDP socket in the network
 // namespace of process pid, by socket inode.
-func udpSockets(pid int) map[string]netip.AddrPort {
+func udpSockets(pid int) map[string]netip.AddrPort { return sockets(pid, "udp") }
+
+// sockets returns the local address of each socket of proto ("udp", or
+// "tcp" for listening TCP sockets) in the network namespace of process
+// pid, by socket inode.
+func sockets(pid int, proto string) map[string]netip.AddrPort {
 	socks := map[string]netip.AddrPort{}
-	for _, table := range []string{"udp", "udp6"} {
+	for _, table := range []string{proto, proto + "6"} {
 		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", table))
 		if err != nil {
 			continue
@@ -87,7 +95,8 @@ func udpSockets(pid int) map[string]netip.AddrPort {
 		for sc.Scan() {
 			// sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode ...
 			fields := strings.Fields(sc.Text())
-			if len(fields) < 10 {
+			// 0A is TCP's LISTEN state.
+			if len(fields) < 10 || (proto == "tcp" && fields[3] != "0A") {
 				continue
 			}
 			if a, ok := parseProcAddr(fields[1]); ok {
