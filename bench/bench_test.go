@@ -233,7 +233,7 @@ func TestAckFreqShort(t *testing.T) {
 }
 
 func TestUnsupportedAndMissing(t *testing.T) {
-	o := shortOptions(t, Pair{"x/net", "tcp"}, Pair{"quiver", "quiver"})
+	o := shortOptions(t, Pair{"go-x-net", "tcp"}, Pair{"quiver", "quiver"})
 	o.Size = 1000
 	o.Bins.Quiver = filepath.Join(t.TempDir(), "no-such-quiver")
 	_, err := Goodput(context.Background(), o)
@@ -257,11 +257,12 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestParsePairs(t *testing.T) {
-	ps, err := ParsePairs("ngtcp2<-quicgo, xnet:quiver,tcp<-tls")
+	// Names and aliases are peers' manifest's: x/net and go-x-net are one.
+	ps, err := ParsePairs("ngtcp2<-quicgo, xnet:quiver,tcp<-tls, x/net<-go-x-net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Pair{{"ngtcp2", "quic-go"}, {"x/net", "quiver"}, {"tcp", "tcp"}}
+	want := []Pair{{"ngtcp2", "quic-go"}, {"go-x-net", "quiver"}, {"tcp", "tcp"}, {"go-x-net", "go-x-net"}}
 	if len(ps) != len(want) {
 		t.Fatalf("got %v", ps)
 	}
@@ -284,8 +285,8 @@ func TestPairALPN(t *testing.T) {
 	}{
 		{"quiver", "quic-go", "h3", "h3", false},
 		{"ngtcp2", "quic-go", "hq-interop", "h3", false},
-		{"x/net", "quiver", "h3", "hq-interop", false},
-		{"x/net", "ngtcp2", "", "", true},
+		{"go-x-net", "quiver", "h3", "hq-interop", false},
+		{"go-x-net", "ngtcp2", "", "", true},
 		{"tcp", "quiver", "", "", true},
 		{"tcp", "tcp", "h3", "http/1.1", false},
 	} {

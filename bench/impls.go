@@ -206,7 +206,7 @@ func quiverOwnArgs(k Knobs) []string {
 // impls is every implementation the bench knows, by name.
 var impls = map[string]*impl{
 	"quiver": {
-		name: "quiver", alpns: []string{peers.ALPNHQ, peers.ALPNH3}, proto: "udp", goProfile: true,
+		name: "quiver", proto: "udp", goProfile: true,
 		server: func(s *site) (cmdSpec, error) {
 			if err := only("gso", s.knobs.GSO, "on", "off"); err != nil {
 				return cmdSpec{}, err
@@ -265,7 +265,7 @@ var impls = map[string]*impl{
 		},
 	},
 	"quic-go": {
-		name: "quic-go", alpns: []string{peers.ALPNHQ, peers.ALPNH3}, proto: "udp", goProfile: true,
+		name: "quic-go", proto: "udp", goProfile: true,
 		server: func(s *site) (cmdSpec, error) {
 			if err := only("cc", s.knobs.CC, "cubic"); err != nil {
 				return cmdSpec{}, err
@@ -302,9 +302,9 @@ var impls = map[string]*impl{
 			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: args, Netns: s.clientNS}, nil
 		},
 	},
-	"x/net": {
+	"go-x-net": {
 		// x/net's interop binary: NewReno only, no GSO, no profile flag.
-		name: "x/net", alpns: []string{peers.ALPNHQ}, proto: "udp",
+		name: "go-x-net", proto: "udp",
 		server: func(s *site) (cmdSpec, error) {
 			if err := only("cc", s.knobs.CC, "reno"); err != nil {
 				return cmdSpec{}, err
@@ -335,7 +335,7 @@ var impls = map[string]*impl{
 	},
 	"ngtcp2": {
 		// Debian's ngtcp2 0.12.1 with GnuTLS: HTTP/3 only.
-		name: "ngtcp2", alpns: []string{peers.ALPNH3}, proto: "udp",
+		name: "ngtcp2", proto: "udp",
 		server: func(s *site) (cmdSpec, error) {
 			args := []string{"-q", "-d", s.root}
 			if err := only("cc", s.knobs.CC, "cubic", "reno", "bbr"); err != nil {
@@ -409,24 +409,45 @@ func gnutlsOnly(cipher string) string {
 	return "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+" + cipher
 }
 
-// ImplNames lists the implementations the bench can run.
-func ImplNames() []string { return []string{"quiver", "quic-go", "x/net", "ngtcp2", "tcp"} }
+// ImplNames lists the implementations the bench can run: those of peers'
+// manifest (the one list of implementations) it has endpoints for, and
+// tcp, its TCP+TLS baseline.
+func ImplNames() []string {
+	var names []string
+	for _, im := range peers.All() {
+		if impls[im.Name] != nil {
+			names = append(names, im.Name)
+		}
+	}
+	return append(names, "tcp")
+}
 
-// lookupImpl finds an implementation by name or alias.
+// lookupImpl finds an implementation by its name or an alias in peers'
+// manifest (quic-go or quicgo; go-x-net, x/net or xnet), or the TCP+TLS
+// baseline (tcp, tls, tcp+tls). The ALPNs of a QUIC implementation are
+// the manifest's.
 func lookupImpl(name string) (*impl, error) {
 	n := strings.ToLower(strings.TrimSpace(name))
+	var alpns []string
 	switch n {
-	case "quicgo":
-		n = "quic-go"
-	case "xnet", "go-x-net":
-		n = "x/net"
-	case "tls", "tcp+tls":
+	case "tcp", "tls", "tcp+tls":
 		n = "tcp"
+	default:
+		pim, err := peers.Find(n)
+		if err != nil {
+			return nil, fmt.Errorf("unknown implementation %q (have %s)", name, strings.Join(ImplNames(), ", "))
+		}
+		n, alpns = pim.Name, pim.ALPNs
 	}
-	if im, ok := impls[n]; ok {
-		return im, nil
+	im, ok := impls[n]
+	if !ok {
+		return nil, fmt.Errorf("the bench has no endpoints for %s (have %s)", n, strings.Join(ImplNames(), ", "))
 	}
-	return nil, fmt.Errorf("unknown implementation %q (have %s)", name, strings.Join(ImplNames(), ", "))
+	c := *im
+	if alpns != nil {
+		c.alpns = alpns
+	}
+	return &c, nil
 }
 
 // pairALPN picks the application protocol a pair speaks: want when both

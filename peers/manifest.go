@@ -56,9 +56,26 @@ type Impl struct {
 	// downloaded files tell. RunClient checks the files for every client.
 	ClientExitUnreliable bool
 
+	// Release says how to build one of its released versions (quiver
+	// track sweep) and which module a build's version comes from; nil
+	// when only the installed build runs.
+	Release *Release
+
 	// Install says how to get the binaries.
 	Install string
 	Notes   string
+}
+
+// Release is where an implementation's releases come from and what a
+// build of one is.
+type Release struct {
+	// Module is the Go module its releases are tagged in.
+	Module string
+	// Package is the command built from inside the module at the release;
+	// empty when Quiver's adapter (peers/quicgo) is built against it.
+	Package string
+	// Binary is the built server's file name, as in bin/.
+	Binary string
 }
 
 // Command is how to start one role of an implementation.
@@ -170,6 +187,7 @@ var manifest = []Impl{
 		ClientCases: quicgoClientCases,
 		Server:      adapterServer("quicgo-peer"),
 		Client:      adapterClient("quicgo-peer"),
+		Release:     &Release{Module: "github.com/quic-go/quic-go", Binary: "quicgo-peer"},
 		Install:     InstallCommand + " (builds peers/quicgo into bin/quicgo-peer)",
 		Notes: "quic-go v0.65.0 through peers/quicgo. Serves hq-interop and h3 on one port. " +
 			"v2 only when the client starts with v2 (no RFC 9368). Key update happens by itself " +
@@ -203,6 +221,7 @@ var manifest = []Impl{
 			When: map[string]Extra{"qlog": {Args: []string{"-qlog", "{QLOGDIR}"}}},
 		},
 		ClientExitUnreliable: true,
+		Release:              &Release{Module: "golang.org/x/net", Package: "golang.org/x/net/internal/quic/cmd/interop", Binary: "xnet-peer"},
 		Install:              InstallCommand + " (builds golang.org/x/net/internal/quic/cmd/interop into bin/xnet-peer)",
 		Notes: "x/net v0.62.0's interop binary. v1 only, hq-interop only, no 0-RTT (an attempt silently " +
 			"becomes 1-RTT), no migration. Its client never verifies the certificate and exits 0 " +

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,20 +22,31 @@ import (
 	"github.com/quiver-quic/quiver/transfer"
 )
 
-// demoImpls are the implementations the demo starts, in the grid's order.
-var demoImpls = []string{"quiver", "quic-go", "go-x-net", "ngtcp2"}
+// demoImpls are the implementations the demo starts, in the grid's
+// order: every server of peers' manifest.
+func demoImpls() []string {
+	var names []string
+	for _, im := range peers.All() {
+		if im.Server != nil {
+			names = append(names, im.Name)
+		}
+	}
+	return names
+}
 
 // runDemo starts local servers, runs a campaign against them, prints the
 // grid and serves the dashboard until ctx ends.
 func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	fmt.Fprintf(env.stdout, "Quiver %s demo\n\n", version)
-	want := demoImpls
+	want := demoImpls()
 	if o.impls != "" {
-		want = splitList(o.impls)
-		for _, w := range want {
-			if !slices.Contains(demoImpls, w) {
-				return fmt.Errorf("%w: unknown implementation %q (one of %s)", errUsage, w, strings.Join(demoImpls, ", "))
+		want = nil
+		for _, w := range splitList(o.impls) {
+			im, err := peers.Find(w) // names and aliases: x/net is go-x-net
+			if err != nil || im.Server == nil {
+				return fmt.Errorf("%w: unknown implementation %q (one of %s)", errUsage, w, strings.Join(demoImpls(), ", "))
 			}
+			want = append(want, im.Name)
 		}
 	}
 	scenarios, err := selectScenarios(scenarioPatterns(o.scenarios))
@@ -194,7 +204,7 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		t := conformance.Target{Name: im.Name, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(name, bin), SmallPath: "/index.html", LargePath: demoLarge}
+		t := conformance.Target{Name: im.Name, SNI: "localhost", ALPN: im.ALPNs, Implementation: im.Name, Version: peerVersion(im, bin), SmallPath: "/index.html", LargePath: demoLarge}
 		s, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, im, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work}))
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
@@ -238,9 +248,9 @@ func installPeers(env *cmdEnv) error {
 
 // peerVersion reads the implementation's version: from the Go module
 // inside a Go peer's binary, or from Debian's package database.
-func peerVersion(name, bin string) string {
-	mod := map[string]string{"quic-go": "github.com/quic-go/quic-go", "go-x-net": "golang.org/x/net"}[name]
-	if mod != "" {
+func peerVersion(im peers.Impl, bin string) string {
+	if im.Release != nil {
+		mod := im.Release.Module
 		if bi, err := buildinfo.ReadFile(bin); err == nil {
 			// x/net's interop command is built from inside x/net, which
 			// is then the binary's main module.
@@ -255,7 +265,7 @@ func peerVersion(name, bin string) string {
 		}
 		return ""
 	}
-	if name == "ngtcp2" {
+	if im.Name == "ngtcp2" {
 		if b, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "ngtcp2-server").Output(); err == nil {
 			return strings.TrimSpace(string(b))
 		}

@@ -16,13 +16,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/quiver-quic/quiver/peers"
 )
 
-// Impl is an implementation whose released versions a sweep can build.
+// Impl is an implementation whose released versions a sweep can build:
+// its name, module and binary come from peers' manifest (Impl.Release).
 type Impl struct {
 	// Name is the implementation's name in peers' manifest.
-	Name    string
-	Aliases []string
+	Name string
 	// Module is the Go module its releases come from.
 	Module string
 	// Binary is the name of the built server in the cache.
@@ -34,22 +36,29 @@ type Impl struct {
 	usesAdapter bool
 }
 
-// Impls are the implementations a sweep knows how to build.
-var Impls = []Impl{
-	{Name: "quic-go", Module: "github.com/quic-go/quic-go", Binary: "quicgo-peer", build: buildQuicGo, usesAdapter: true},
-	{Name: "go-x-net", Aliases: []string{"x/net", "xnet"}, Module: "golang.org/x/net", Binary: "xnet-peer", build: buildXNet},
+// builders are how a sweep builds each implementation of the manifest
+// that has releases: Quiver's adapter against quic-go, x/net's own
+// interop command.
+var builders = map[string]func(ctx context.Context, b *Builder, version, modDir, work, out string) ([]string, error){
+	"quic-go":  buildQuicGo,
+	"go-x-net": buildXNet,
 }
 
-// FindImpl returns the implementation called name or one of its aliases.
+// FindImpl returns the implementation called name or one of its aliases
+// in peers' manifest, if a sweep can build it.
 func FindImpl(name string) (Impl, error) {
 	var names []string
-	for _, im := range Impls {
-		if strings.EqualFold(name, im.Name) || slices.ContainsFunc(im.Aliases, func(a string) bool { return strings.EqualFold(a, name) }) {
-			return im, nil
+	for _, im := range peers.All() {
+		if builders[im.Name] != nil && im.Release != nil {
+			names = append(names, im.Name)
 		}
-		names = append(names, im.Name)
 	}
-	return Impl{}, fmt.Errorf("no sweep for %q (one of %s)", name, strings.Join(names, ", "))
+	pim, err := peers.Find(name)
+	if err != nil || builders[pim.Name] == nil || pim.Release == nil {
+		return Impl{}, fmt.Errorf("no sweep for %q (one of %s)", name, strings.Join(names, ", "))
+	}
+	r := pim.Release
+	return Impl{Name: pim.Name, Module: r.Module, Binary: r.Binary, build: builders[pim.Name], usesAdapter: r.Package == ""}, nil
 }
 
 // ErrBuild wraps a failed build; its text ends with the compiler's own
@@ -377,8 +386,14 @@ func buildQuicGo(ctx context.Context, b *Builder, version, modDir, work, out str
 }
 
 // xnetInterop is x/net's interop-runner endpoint, which Quiver runs as
-// the x/net server.
-const xnetInterop = "golang.org/x/net/internal/quic/cmd/interop"
+// the x/net server (peers' manifest, Release.Package).
+var xnetInterop = func() string {
+	im, err := peers.Find("go-x-net")
+	if err != nil || im.Release == nil {
+		panic("peers' manifest lacks go-x-net's release")
+	}
+	return im.Release.Package
+}()
 
 // buildXNet builds x/net's own interop command at the release.
 func buildXNet(ctx context.Context, b *Builder, version, modDir, work, out string) ([]string, error) {
