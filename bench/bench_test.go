@@ -177,8 +177,8 @@ func TestAckFreqShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg quic.Config
-	if err := AckPolicyHook(&cfg, 10, true); err != nil || cfg.AckFrequency.Ratio != 10 {
-		t.Fatalf("AckPolicyHook(1:10, server) = %v, policy %+v: want the engine's fixed 1:10 policy", err, cfg.AckFrequency)
+	if err := ApplyAckPolicy(&cfg, 10, true); err != nil || cfg.AckFrequency.Ratio != 10 {
+		t.Fatalf("ApplyAckPolicy(1:10, server) = %v, policy %+v: want the engine's fixed 1:10 policy", err, cfg.AckFrequency)
 	}
 	checkResult(t, res, 2)
 	if len(res.Summaries) != 2 {
@@ -465,5 +465,30 @@ func TestKnobCommandLines(t *testing.T) {
 				t.Errorf("%s client=%v %+v: %q lacks %q", c.impl, c.client, c.k, spec, w)
 			}
 		}
+	}
+}
+
+// TestQuiverEndpointAckPolicy: the ACK policy is a value of the endpoint's
+// configuration, not a global: a policy passed in is the one applied, nil
+// applies ApplyAckPolicy, and RFC 9000's 1:2 applies none.
+func TestQuiverEndpointAckPolicy(t *testing.T) {
+	var calls []int
+	mine := func(_ *quic.Config, ratio int, server bool) error {
+		if server {
+			calls = append(calls, ratio)
+		}
+		return nil
+	}
+	for _, r := range []int{10, 2, -1} {
+		if err := (QuiverEndpointConfig{AckRatio: r, AckPolicy: mine}).apply(&quic.Config{}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(calls) != 2 || calls[0] != 10 || calls[1] != -1 {
+		t.Errorf("policy called with %v, want [10 -1]", calls)
+	}
+	var cfg quic.Config
+	if err := (QuiverEndpointConfig{AckRatio: 10}).apply(&cfg, true); err != nil || cfg.AckFrequency.Ratio != 10 {
+		t.Errorf("default policy: %v, %+v; want the fixed 1:10 policy", err, cfg.AckFrequency)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -202,9 +201,12 @@ func HandshakeClient(ctx context.Context, impl, rawURL, alpn string, n, parallel
 // `quiver get` do not expose.
 type QuiverEndpointConfig struct {
 	CC string
-	// AckRatio is passed to AckPolicyHook unless it is 0 or 2, the
+	// AckRatio is passed to AckPolicy unless it is 0 or 2, the
 	// default of RFC 9000 (one ACK per two ack-eliciting packets).
 	AckRatio int
+	// AckPolicy applies AckRatio to the engine's configuration; nil means
+	// ApplyAckPolicy. A caller that wants another policy passes it here.
+	AckPolicy func(cfg *quic.Config, ratio int, server bool) error
 	// SocketBuffer is quic.Config.SocketBuffer: 0 the engine's 8 MiB, -1
 	// the kernel's default.
 	SocketBuffer int
@@ -330,7 +332,11 @@ func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
 	}
 	cfg.SocketBuffer = q.SocketBuffer
 	if q.AckRatio != 0 && q.AckRatio != 2 {
-		return AckPolicyHook(cfg, q.AckRatio, server)
+		policy := q.AckPolicy
+		if policy == nil {
+			policy = ApplyAckPolicy
+		}
+		return policy(cfg, q.AckRatio, server)
 	}
 	return nil
 }
@@ -465,14 +471,7 @@ func QuiverGet(ctx context.Context, rawURL, outDir string, q QuiverEndpointConfi
 	return saveTo(outDir, u, s)
 }
 
-// ErrAckFrequencyUnavailable is what AckPolicyHook returned before the
-// engine's ACK frequency sender landed; a replacement hook may still
-// return it for a ratio it cannot set, and the ackfreq bench then
-// reports that ratio as not available instead of measuring the default
-// policy under another name.
-var ErrAckFrequencyUnavailable = errors.New("ACK frequency sender policy not available until the engine's ACK-frequency sender lands (issue 4)")
-
-// AckPolicyHook applies an ACK frequency sender policy to an engine
+// ApplyAckPolicy applies an ACK frequency sender policy to an engine
 // configuration: ratio > 0 asks the peer for one ACK per ratio
 // ack-eliciting packets (1:ratio), -1 selects the adaptive policy. server
 // says which side the configuration is for.
@@ -481,10 +480,11 @@ var ErrAckFrequencyUnavailable = errors.New("ACK frequency sender policy not ava
 // sends ACK_FREQUENCY frames to the client, which obeys them. The client
 // only has to accept the extension, which the engine does by default
 // (Config.MinAckDelay 1 ms advertises min_ack_delay), so its
-// configuration is left alone. The fixed ratios use the design's default
-// delay mode (ack-frequency.md §10.6, delay_mode rtt): a Requested Max
-// Ack Delay of smoothed RTT / 4, re-sent when the RTT moves.
-var AckPolicyHook = func(cfg *quic.Config, ratio int, server bool) error {
+// configuration is left alone. The fixed ratios use the engine's default
+// delay (quic.AckFrequencyPolicy with MaxAckDelay -1): a Requested Max
+// Ack Delay of smoothed RTT / 4, re-sent when the RTT moves
+// (docs/ack-frequency-results.md).
+func ApplyAckPolicy(cfg *quic.Config, ratio int, server bool) error {
 	switch {
 	case ratio == 0:
 		return nil

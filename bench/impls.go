@@ -225,7 +225,7 @@ var impls = map[string]*impl{
 					return cmdSpec{}, err
 				}
 				if r := s.knobs.AckRatio; r != 0 && r != 2 {
-					if err := AckPolicyHook(&quic.Config{}, r, true); err != nil {
+					if err := ApplyAckPolicy(&quic.Config{}, r, true); err != nil {
 						return cmdSpec{}, fmt.Errorf("ACK ratio %s: %w: %v", ratioName(r), errUnsupported, err)
 					}
 				}
