@@ -106,7 +106,7 @@ type impl struct {
 
 // noAESNI is the environment that masks the AES and carry-less
 // multiplication instructions from Go's crypto, so that AES-GCM runs in
-// software (design §10.4: GODEBUG=cpu.aes=off,cpu.pclmulqdq=off).
+// software (docs/highway.md, the cipher sweep: GODEBUG=cpu.aes=off,cpu.pclmulqdq=off).
 const noAESNI = "GODEBUG=cpu.aes=off,cpu.pclmulqdq=off"
 
 // goCipherEnv maps the cipher knob for endpoints built on Go's crypto/tls

@@ -46,7 +46,7 @@ func scenario(name string, f func(l *netem.Link)) Scenario {
 	return s
 }
 
-// TestCase is one test case or measurement of the design (§5, §6).
+// TestCase is one test case or measurement (docs/interop-results.md).
 type TestCase struct {
 	Name string `json:"name"`
 	Abbr string `json:"abbr"`

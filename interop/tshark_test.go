@@ -164,7 +164,7 @@ func compareWithTshark(t *testing.T, tshark, path string, server netip.AddrPort)
 
 // TestTsharkAgreement runs a real transfer between two real peers through
 // the relay, with a key update, and checks that the analyzer and Debian's
-// tshark read the same captures the same way (interop design §4.2).
+// tshark read the same captures the same way.
 func TestTsharkAgreement(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {

@@ -80,7 +80,7 @@ type DatagramWriter interface {
 
 // A TraceWriter writes the events that keep accepts to a DatagramWriter.
 // Its Capture method is a CaptureFunc. A trace of one side of the link
-// keeps, as the interop design's client and server traces do, that side's
+// keeps, as the interop runner's client and server traces do, that side's
 // datagrams before impairment and the other side's after it.
 type TraceWriter struct {
 	w    DatagramWriter

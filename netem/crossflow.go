@@ -15,7 +15,8 @@ import (
 )
 
 // A TCPFlow is a bulk TCP transfer between two namespaces: the cross
-// traffic of the interop design's crosstraffic measurement (§3.6, §6.2),
+// traffic of the interop runner's crosstraffic measurement
+// (docs/interop-results.md),
 // a sender that writes as fast as its congestion controller lets it and a
 // receiver that reads and counts.
 type TCPFlow struct {

@@ -22,7 +22,7 @@
 // Both Network and Relay report every datagram (sent, delivered, dropped)
 // to an optional [CaptureFunc]. [NewPcapTrace] writes one side of the link
 // as pcapng (ClientTrace and ServerTrace pick the events, as in the interop
-// design's two traces); [NewTraceWriter] does the same through any
+// runner's two traces); [NewTraceWriter] does the same through any
 // [DatagramWriter].
 //
 // Wiring the engine to an in-process Network, inside a synctest bubble:

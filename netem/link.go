@@ -61,11 +61,11 @@ type Link struct {
 	// Corrupt is the probability that one byte of a datagram is replaced by
 	// a different value. Version Negotiation packets are never corrupted,
 	// so that a test of corruption does not turn into a test of version
-	// negotiation (§3.3).
+	// negotiation.
 	Corrupt float64
 	// CorruptWithin limits the corrupted byte to the first CorruptWithin
 	// bytes, where QUIC keeps its header and the start of the protected
-	// payload; 0 means 50, as in the interop design.
+	// payload; 0 means 50.
 	CorruptWithin int
 
 	// Reorder is the probability that a datagram is held back by an extra

@@ -233,7 +233,7 @@ func etcDir(ns string) string { return filepath.Join("/etc/netns", ns) }
 
 // SetHosts gives the processes started in namespace ns through Command
 // (ip netns exec) their own /etc/hosts: each name resolves to its
-// addresses, as the interop design's hosts file does (§2.5).
+// addresses, as the established interop runner's hosts file does.
 func (n *Namespaces) SetHosts(ns string, names map[string][]netip.Addr) error {
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost\n")

@@ -43,7 +43,7 @@ type RelayConfig struct {
 	Capture CaptureFunc
 	// Unarmed makes the relay forward without impairment or capture until
 	// Arm, so that a readiness probe never shows in a trace and the
-	// scenario clock starts with the real test (interop design §2.3).
+	// scenario clock starts with the real test.
 	Unarmed bool
 	// ListenUDP, if set, opens the relay's sockets instead of
 	// net.ListenUDP, e.g. in another network namespace

@@ -213,7 +213,7 @@ func TestRelayRate(t *testing.T) {
 }
 
 // BenchmarkRelayAccuracyAndSpeed shows, side by side in one run, the two
-// claims of the interop design about the user-space link: a rate-limited
+// claims about the user-space link (docs/interop-results.md): a rate-limited
 // link delivers close to its configured rate, and at unlimited rate the
 // relay passes close to the goodput of a direct loopback transfer, Quiver
 // to Quiver (each side the median of alternating runs, with the CPU cost

@@ -106,7 +106,7 @@ func ackGoodputDownload(t *testing.T, l netem.Link, pol AckFrequencyPolicy, size
 }
 
 // TestAckFrequencyGoodput is the engine-level form of the ACK frequency
-// study's main claim (ack-frequency.md §13, issue 8): on a 20 ms,
+// study's main claim (docs/ack-frequency-results.md, issue 8): on a 20 ms,
 // 20 Mbit/s path, a data sender that asks for one ACK per ten packets
 // (fixed 1:10 policy) gets about a tenth of the ACKs of RFC 9000's 1:2,
 // while the download completes in about the same time (goodput within

@@ -8,10 +8,11 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// ACK frequency (draft-ietf-quic-ack-frequency-14; design in
-// shared/design/ack-frequency.md). The receiver side follows the draft
-// through recovery.AckTracker. The sender side is an API without a policy
-// yet: SetAckFrequency and SendImmediateAck send the frames on request.
+// ACK frequency (draft-ietf-quic-ack-frequency-14; Quiver's own rules in
+// docs/ack-frequency-engine.md). The receiver side follows the draft
+// through recovery.AckTracker. The sender side sends the frames on request
+// (SetAckFrequency, SendImmediateAck) or as Config.AckFrequency's policy
+// asks.
 
 // defaultMinAckDelay is the min_ack_delay we advertise: RFC 9002's timer
 // granularity.
@@ -32,7 +33,7 @@ func (c *Config) minAckDelay() time.Duration {
 }
 
 // AckFrequencyPolicy is the data sender's ACK frequency policy
-// (ack-frequency.md §10). The zero value sends no ACK_FREQUENCY frame.
+// (docs/ack-frequency-engine.md §5). The zero value sends no ACK_FREQUENCY frame.
 type AckFrequencyPolicy struct {
 	// Ratio N asks the peer for one ACK per N ack-eliciting packets (T =
 	// N-1), once the handshake is confirmed and an RTT sample exists
@@ -72,7 +73,7 @@ type ackFreqState struct {
 
 // adaptiveSlowStartPackets is how many ack-eliciting packets must be
 // acknowledged before the adaptive policy thins ACKs
-// (ack-frequency.md §10.6, slow_start_packets).
+// (docs/ack-frequency-engine.md §5).
 const adaptiveSlowStartPackets = 100
 
 // ErrAckFrequencyNotNegotiated is returned when the peer did not send
@@ -101,7 +102,7 @@ func (c *Conn) SetAckFrequency(threshold uint64, maxAckDelay time.Duration, reor
 		c.ackFreq.nextSeq++
 		c.ackFreq.pending = f
 		// The PTO must allow for the larger of the old and new delays
-		// until the peer has the frame (ack-frequency.md §6.4).
+		// until the peer has the frame (draft §7; docs/ack-frequency-engine.md §4).
 		c.loss.ld.SetMaxAckDelay(max(c.loss.ld.MaxAckDelay(), maxAckDelay))
 	})
 	if !ok {
@@ -127,12 +128,13 @@ func (c *Conn) SendImmediateAck() error {
 }
 
 // onAckFrequency handles ACK_FREQUENCY from the peer (receiver rules,
-// draft §4 and ack-frequency.md §5.2).
+// draft §4 and docs/ack-frequency-engine.md §2).
 func (c *Conn) onAckFrequency(now time.Time, f *wire.AckFrequencyFrame) error {
 	min := c.config.minAckDelay()
 	if min == 0 {
-		// Not advertised: the frame type is unknown to us (RFC 9000 §12.4,
-		// ack-frequency.md §12).
+		// Not advertised: the frame type is unknown to us (RFC 9000 §12.4:
+		// "An endpoint MUST treat the receipt of a frame of unknown type as
+		// a connection error of type FRAME_ENCODING_ERROR").
 		return localTransportError(wire.FrameEncodingError, uint64(f.Type()), "ACK_FREQUENCY received without min_ack_delay advertised")
 	}
 	// draft §4, Requested Max Ack Delay: "Note that values of 2^14
@@ -179,7 +181,8 @@ func (c *Conn) appendAckFrequency(buf []byte, end int, log *sentLog, p *builtPac
 }
 
 // onAckFrequencyLost sends the current values again under a new sequence
-// number, unless a newer frame already went out (ack-frequency.md §6.2).
+// number, unless a newer frame already went out
+// (docs/ack-frequency-engine.md §4).
 func (c *Conn) onAckFrequencyLost(seq uint64) {
 	s := &c.ackFreq
 	if !s.haveLast || s.last.SequenceNumber != seq || s.pending != nil {
@@ -192,7 +195,7 @@ func (c *Conn) onAckFrequencyLost(seq uint64) {
 }
 
 // applyAckFrequencyPolicy sends ACK_FREQUENCY frames as the configured
-// policy asks (ack-frequency.md §10); it runs once per loop turn.
+// policy asks (docs/ack-frequency-engine.md §5); it runs once per loop turn.
 func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
 	pol := c.config.AckFrequency
 	if pol.Ratio == 0 || !c.handshakeConfirmed || !c.havePeerTP || !c.peerParams.tp.HasMinAckDelay {
@@ -224,7 +227,7 @@ func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
 	d = max(d, dmin)
 	if s.policySent {
 		// A new frame only on a relevant change (25 %), at most once per
-		// smoothed RTT (ack-frequency.md §6.1, §10).
+		// smoothed RTT (docs/ack-frequency-engine.md §4).
 		changedT := t != s.policyT && diffAtLeast(float64(t), float64(s.policyT), 0.25, 1)
 		changedD := d != s.policyD && diffAtLeast(float64(d), float64(s.policyD), 0.25, float64(time.Millisecond))
 		if !changedT && !changedD || now.Sub(s.policyAt) < srtt {
@@ -249,11 +252,11 @@ func (c *Conn) applyAckFrequencyPolicy(now time.Time) {
 // smoothed RTT, the delay floor dmin and the count of acknowledged
 // ack-eliciting 1-RTT packets.
 func adaptiveAckPolicy(pol AckFrequencyPolicy, cwnd int, srtt, dmin time.Duration, acked uint64) (uint64, time.Duration) {
-	// ack-frequency.md §10.4: "T: 1 until 100 ack-eliciting packets are
-	// acknowledged. Then T = clamp(⌊cwnd / (A × MSS)⌋ − 1, 1, Tmax)";
-	// "D: clamp(smoothed RTT / A, Dmin, Dmax), where Dmin = max(peer
-	// min_ack_delay, 1 ms, configured floor) and Dmax = smoothed RTT".
-	// A defaults to 4 (§10.6); any A ≥ 1 is the caller's choice.
+	// docs/ack-frequency-engine.md §5: T is 1 until 100 ack-eliciting
+	// packets are acknowledged, then clamp(⌊cwnd / (A × MSS)⌋ − 1, 1,
+	// Tmax); D is clamp(smoothed RTT / A, Dmin, smoothed RTT) with Dmin =
+	// max(peer min_ack_delay, 1 ms). A defaults to 4; any A ≥ 1 is the
+	// caller's choice.
 	a := pol.Acks
 	if a <= 0 {
 		a = 4

@@ -44,7 +44,7 @@ func TestAckFrequencyReorderingThreshold(t *testing.T) {
 				p.writeFrames(appSpace, &wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 0, Largest: p.largest[appSpace]}}},
 					&wire.AckFrequencyFrame{SequenceNumber: 0, AckElicitingThreshold: 9, RequestedMaxAckDelay: 200_000, ReorderingThreshold: tc.reorder})
 				// The first 1-RTT packet is acknowledged within D
-				// (ack-frequency.md §5.3: before the first ACK, the first
+				// (docs/ack-frequency-engine.md §3: before the first ACK, the first
 				// pending packet's arrival + D); what follows within D of
 				// that ACK waits for T or the deadline.
 				if !ackedWithin(p, 250*time.Millisecond) {
@@ -78,7 +78,7 @@ func TestAckFrequencyReorderingThreshold(t *testing.T) {
 }
 
 // TestAdaptiveAckPolicy checks the adaptive policy against
-// ack-frequency.md §10.4: T stays 1 until 100 ack-eliciting packets are
+// docs/ack-frequency-engine.md §5: T stays 1 until 100 ack-eliciting packets are
 // acknowledged (not sent), then gives about A ACKs per congestion window
 // for the A asked for, including A below the default of 4.
 func TestAdaptiveAckPolicy(t *testing.T) {

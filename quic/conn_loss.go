@@ -224,7 +224,7 @@ func (l *lossState) onTimer(now time.Time, c *Conn) {
 		if sp == appSpace {
 			c.requeueOutstanding(sp, res.Probes)
 			if c.havePeerTP && c.peerParams.tp.HasMinAckDelay && c.handshakeConfirmed {
-				// ack-frequency.md §6.6: PTO probes carry IMMEDIATE_ACK
+				// docs/ack-frequency-engine.md §4: PTO probes carry IMMEDIATE_ACK
 				// when the peer supports it, for a prompt answer.
 				c.ackFreq.immediateAck = true
 			}

@@ -367,9 +367,10 @@ type Conn struct {
 	st *connState
 }
 
-// Completed reports whether the handshake completed by the interop design's
-// definition (§4.3): the client sent a Handshake packet and the server then
-// sent HANDSHAKE_DONE; without keys, the client's first 1-RTT packet stands in.
+// Completed reports whether the handshake completed, judged from the
+// capture: the client sent a Handshake packet and the server then sent
+// HANDSHAKE_DONE (RFC 9001 §4.1.2); without keys, the client's first 1-RTT
+// packet stands in.
 func (c *Conn) Completed() bool {
 	if c.ClientHandshakePackets == 0 {
 		return false

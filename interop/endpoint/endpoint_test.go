@@ -115,8 +115,8 @@ func TestClientCases(t *testing.T) {
 	}
 	// connectionmigration moves after the handshake is confirmed: three
 	// 3000-byte files could all arrive before that (the test then failed
-	// about one run in three), so it fetches 2 MiB, as the design's 5.22
-	// does.
+	// about one run in three), so it fetches 2 MiB, as the interop
+	// runner's own connectionmigration test does.
 	if err := os.WriteFile(filepath.Join(www, "big"), bytes.Repeat([]byte("m"), 2<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}

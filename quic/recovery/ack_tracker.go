@@ -19,7 +19,7 @@ const (
 const DefaultMaxAckRanges = 64
 
 // maxAckElicitingThreshold caps the Ack-Eliciting Threshold a peer can ask
-// for (ack-frequency.md §5.3, "Resource cap (our rule)").
+// for (docs/ack-frequency-engine.md §3, resource cap).
 const maxAckElicitingThreshold = 1024
 
 // AckTracker is the receive side of one packet number space: which packet
@@ -209,7 +209,7 @@ func (t *AckTracker) OnPacketReceived(pn int64, ackEliciting bool, ecn ECN, now 
 		immediate = true
 	case newRange && len(t.ranges) >= t.maxRanges:
 		// The ranges would no longer fit: report them before the oldest
-		// are dropped (ack-frequency.md §5.3, our rule).
+		// are dropped (docs/ack-frequency-engine.md §3, resource cap).
 		immediate = true
 	}
 	if pn > t.largestAckEliciting {
@@ -263,7 +263,7 @@ func (t *AckTracker) reorderTrigger(pn int64) bool {
 		r := t.rangeOf(pn)
 		return r.Smallest > max(t.largestAckEliciting+1, t.floor)
 	}
-	// Reordering Threshold above 1 (draft §6.2 / ack-frequency.md §5.4).
+	// Reordering Threshold above 1 (draft §6.2).
 	rt := int64(min(t.reorder, 1<<40))
 	if t.largestReported >= 0 && pn <= t.largestReported-rt {
 		// The packet arrived after the sender could already have declared
@@ -364,7 +364,7 @@ func (t *AckTracker) OnImmediateAck(now time.Time) {
 }
 
 // OnAckFrequency handles an ACK_FREQUENCY frame received at now
-// (draft-ietf-quic-ack-frequency-14 §4 and ack-frequency.md §5.2). The
+// (draft-ietf-quic-ack-frequency-14 §4; docs/ack-frequency-engine.md §2). The
 // engine has already checked maxAckDelay against min_ack_delay and 2^14 ms
 // (PROTOCOL_VIOLATION). It returns false when the frame is ignored because
 // its sequence number is not above the largest processed.

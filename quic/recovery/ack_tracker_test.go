@@ -178,8 +178,8 @@ func TestAckTrackerRangeLimit(t *testing.T) {
 }
 
 // TestAckFrequencyReordering replays the worked example of
-// ack-frequency.md §5.4: RT = 3, every packet ack-eliciting, ACKs sent only
-// for reordering.
+// docs/ack-frequency-engine.md §3: RT = 3, every packet ack-eliciting, ACKs
+// sent only for reordering.
 func TestAckFrequencyReordering(t *testing.T) {
 	tr := NewAckTracker(SpaceAppData, 25*ms)
 	if !tr.OnAckFrequency(0, 100, 100*ms, 3, epoch) {

@@ -32,7 +32,7 @@ func frameInfo(t FrameType) uint16 {
 	case t == FrameTypeAckFrequency:
 		// draft-ietf-quic-ack-frequency-14 §3: the frames "cannot be sent
 		// in 0-RTT packets"; Initial and Handshake carry only RFC 9000
-		// handshake frames (ack-frequency.md §3.5, our rule).
+		// handshake frames (docs/ack-frequency-engine.md §1).
 		return known | ___1
 	}
 	return 0

@@ -111,7 +111,7 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 // TestAckFrequencyVectors uses the test vectors of
-// /work/shared/design/ack-frequency.md §3.6 (draft-ietf-quic-ack-frequency-14
+// docs/ack-frequency-engine.md §1 (draft-ietf-quic-ack-frequency-14
 // codepoints).
 func TestAckFrequencyVectors(t *testing.T) {
 	for _, tc := range []struct {

@@ -86,7 +86,7 @@ func TestTransportParametersRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMinAckDelayVector checks the vector of ack-frequency.md §3.6: "TP
+// TestMinAckDelayVector checks the vector of docs/ack-frequency-engine.md §1: "TP
 // min_ack_delay = 1,000 µs (ID, length, value): c0 00 00 00 ff 04 de 1b
 // 02 43 e8".
 func TestMinAckDelayVector(t *testing.T) {
