@@ -53,7 +53,7 @@ type CellResult struct {
 	Analyzer map[string]analyze.Summary `json:"analyzer,omitempty"`
 	VNProbe  *VNProbe                   `json:"vn_probe,omitempty"`
 
-	// Measurement fields (§8.3).
+	// Measurement fields (Quiver's extensions of result.json).
 	Unit    string        `json:"unit,omitempty"`
 	Method  string        `json:"method,omitempty"`
 	Values  []Measurement `json:"values,omitempty"`
@@ -93,7 +93,7 @@ type CellPaths struct {
 }
 
 // LinkRecord is sim/link.json: the scenario as applied and what the link
-// did to the datagrams (§3.4).
+// did to the datagrams.
 type LinkRecord struct {
 	Name   string `json:"name"`
 	Engine string `json:"engine"`
@@ -121,12 +121,12 @@ type LinkRecord struct {
 	// CrossTraffic is the competing TCP flow, if the scenario has one.
 	CrossTraffic *CrossRecord `json:"cross_traffic,omitempty"`
 	// EffectiveLoss is the loss rate the burst cap leaves of the nominal
-	// one (§3.3).
+	// one.
 	EffectiveLoss    float64 `json:"effective_loss,omitempty"`
 	EffectiveCorrupt float64 `json:"effective_corrupt,omitempty"`
 }
 
-// VNProbe is the server part of versionnegotiation (§5.23): the answer to a
+// VNProbe is the server part of versionnegotiation: the answer to a
 // datagram with a reserved version.
 type VNProbe struct {
 	Answered bool     `json:"answered"`
@@ -233,7 +233,7 @@ func (r *Runner) RunCell(ctx context.Context, server, client peers.Impl, tc *Tes
 	return r.measure(ctx, engine, server, client, tc, rel)
 }
 
-// measure runs the repetitions of a measurement (§6.2).
+// measure runs the repetitions of a measurement (goodput, crosstraffic).
 func (r *Runner) measure(ctx context.Context, engine string, server, client peers.Impl, tc *TestCase, rel string) *CellResult {
 	out := &CellResult{Unit: "kbps", Method: "trace-span", Artifacts: rel}
 	var vals []float64
@@ -437,7 +437,7 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	}
 
 	// The link: a relay whose capture hook writes the client and server
-	// traces (§3.4).
+	// traces.
 	left, leftFile, err := newTrace(filepath.Join(dir, "sim", "trace_node_left.pcap"))
 	if err != nil {
 		return fail("setup", err)
@@ -514,7 +514,7 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 	// The client's last packets may still be in the emulated link (its
 	// Finished and CONNECTION_CLOSE after a 0-RTT download, for one):
 	// let them reach the server before it is stopped, as they would on a
-	// real path (§2.3). The bound covers a full queue on the slowest
+	// real path. The bound covers a full queue on the slowest
 	// link of the test cases.
 	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
 	if err := relay.Drain(dctx, netem.ToServer); err != nil {
@@ -546,7 +546,7 @@ func (r *Runner) runOnce(ctx context.Context, engine string, server, client peer
 		res.Paths.Link = filepath.Join(rel, "sim", "link.json")
 	}
 
-	// Merge the key logs, the client's lines first (§3.4), and embed them
+	// Merge the key logs, the client's lines first, and embed them
 	// at the head of both traces.
 	merged, klValid := mergeKeyLogs(lg, clientKeys, serverKeys)
 	for _, f := range []string{clientKeys, serverKeys} {
@@ -670,7 +670,7 @@ func newTrace(path string) (*pcap.Writer, *os.File, error) {
 }
 
 // mergeKeyLogs reads both key logs and merges them, the client's lines
-// winning. valid reports a SERVER_HANDSHAKE_TRAFFIC_SECRET line (§1).
+// winning. valid reports a SERVER_HANDSHAKE_TRAFFIC_SECRET line.
 func mergeKeyLogs(lg *cellLog, files ...string) (merged []keylog.Entry, valid bool) {
 	var logs [][]keylog.Entry
 	for _, f := range files {
@@ -702,8 +702,8 @@ func analyzeTrace(path string, keys []keylog.Entry, server []netip.AddrPort) (*a
 	return analyze.Analyze(c, analyze.Options{KeyLog: keys, ServerAddrs: server})
 }
 
-// probeVN sends the readiness probe of §2.3: a 1,200-byte datagram with a
-// reserved version, and checks the Version Negotiation reply (§5.23).
+// probeVN sends the readiness probe: a 1,200-byte datagram with a reserved
+// version, and checks the Version Negotiation reply (RFC 9000 §6.1).
 func probeVN(ctx context.Context, server netip.AddrPort) *VNProbe {
 	out := &VNProbe{}
 	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))

@@ -13,7 +13,7 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// Check classes (§4.4).
+// Check classes: which checks decide a result (docs/interop-results.md).
 const (
 	Base   = "base"
 	Extra  = "extra"
@@ -96,7 +96,7 @@ func (c *Cell) outcome(strict bool) (result, compat string) {
 	return result, compat
 }
 
-// checkFiles is FILES (§4.3).
+// checkFiles is FILES: every requested file arrived, byte for byte.
 func (c *Cell) checkFiles() {
 	ok, detail := compareDownloads(c.Downloads, c.Files)
 	c.add("files", Base, ok, "%s", detail)
@@ -470,7 +470,7 @@ func judgeECN(c *Cell) {
 	c.checkFiles()
 	// The marks: the relay reads every datagram's IP ECN field and counts
 	// the codepoints per direction, as a capture's IP header would show
-	// them (§5.12: some packet carries ECT(0) or ECT(1) each way, none CE;
+	// them (the ecn test case: some packet carries ECT(0) or ECT(1) each way, none CE;
 	// the link never marks).
 	if c.Link == nil {
 		c.skip("ecn-marks", Base, "no link record")
@@ -637,7 +637,7 @@ func judgeAckFrequency(c *Cell) {
 	c.add("ack-ratio", Base, ratio >= 5, "%d ack-eliciting server packets per %d client ACKs (ratio %.1f, want 5+)", elicit, acks, ratio)
 }
 
-// judgeConnectionMigration is §5.22: the client moves to the server's
+// judgeConnectionMigration judges connectionmigration: the client moves to the server's
 // preferred address (RFC 9000 §9.6). A path is the full 4-tuple, so the
 // move changes the path even when the client keeps its own address; the
 // checks read the client trace for what the client sent and received and

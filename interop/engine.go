@@ -12,7 +12,7 @@ import (
 	"github.com/quiver-quic/quiver/peers"
 )
 
-// Link engines (interop-and-benchmarks.md §3.5).
+// Link engines: where a cell's link runs (quiver interop --engine).
 const (
 	// EngineAuto runs a cell in network namespaces when its test case
 	// needs them and the host allows them, and through the loopback
@@ -26,11 +26,11 @@ const (
 	EngineNS = "ns"
 )
 
-// nsPort is the server's port in namespace mode (§2.5).
+// nsPort is the server's port in namespace mode.
 const nsPort = 443
 
 // crossHeadStart is how long the cross-traffic flow runs before the QUIC
-// client starts (§3.6 crosstraffic).
+// client starts (crosstraffic).
 const crossHeadStart = 5 * time.Second
 
 // engineFor picks the engine of a cell, or says why none can run it.
@@ -108,7 +108,7 @@ func setupLink(ctx context.Context, engine string, tc *TestCase) (*cellLink, err
 	}
 	relayAddr := netip.AddrPortFrom(netem.NSRouterC, nsPort)
 	// In the client's namespace the established host names lead to the
-	// link, whose relay forwards to the server (§2.5).
+	// link, whose relay forwards to the server.
 	if err := n.SetHosts(n.Client, map[string][]netip.Addr{
 		"server": {relayAddr.Addr()}, "server4": {relayAddr.Addr()}, "server46": {relayAddr.Addr()},
 	}); err != nil {
@@ -126,7 +126,7 @@ func setupLink(ctx context.Context, engine string, tc *TestCase) (*cellLink, err
 }
 
 // urlHost is the host name of a test case's URLs in namespace mode
-// (§2.5): server46 for connectionmigration, server4 otherwise.
+// (the established runner's names): server46 for connectionmigration, server4 otherwise.
 func urlHost(tc *TestCase) string {
 	if tc.ServerCase == "connectionmigration" {
 		return "server46"

@@ -150,7 +150,7 @@ func short(name string) string {
 // root). chain counts every certificate in cert.pem; with chain 1 the leaf
 // is its own root. extraNames adds random 250-character DNS names to the
 // leaf, which the amplificationlimit test uses to inflate the Certificate
-// message (§2.4).
+// message.
 func writeCerts(dir string, chain, extraNames int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

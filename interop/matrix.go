@@ -18,7 +18,7 @@ import (
 type Matrix struct {
 	Servers, Clients []peers.Impl
 	Tests            []*TestCase
-	// LogDir is the log folder; the run goes to LogDir/<run> (§8.1).
+	// LogDir is the log folder; the run goes to LogDir/<run>, as the established runner lays out its logs.
 	LogDir string
 	Seed   uint64
 	Strict bool
@@ -30,8 +30,8 @@ type Matrix struct {
 	Progress func(done, total int, server, client string, tc *TestCase, res *CellResult)
 }
 
-// Result is result.json: the established runner's fields (§8.2) plus the
-// "quiver" extensions (§8.3).
+// Result is result.json: the established runner's fields plus the
+// "quiver" extensions.
 type Result struct {
 	Servers      []string            `json:"servers"`
 	Clients      []string            `json:"clients"`
@@ -194,7 +194,7 @@ func (r *Result) write(dir string) error {
 }
 
 // writeLogsIndex updates logs.json, the list of runs with the newest as
-// "latest" (§8.1).
+// "latest", as the established runner does.
 func writeLogsIndex(logDir, run string) error {
 	path := filepath.Join(logDir, "logs.json")
 	var idx struct {

@@ -81,7 +81,7 @@ func ok(server, client peers.Impl, tc *TestCase) bool {
 	return o
 }
 
-// checkResultFile checks result.json against the established format (§8.2):
+// checkResultFile checks result.json against the established runner's format:
 // the compatible keys, client-major indexing and a result per test.
 func checkResultFile(t *testing.T, dir string, res *Result) {
 	t.Helper()

@@ -9,7 +9,7 @@ import (
 	"github.com/quiver-quic/quiver/netem"
 )
 
-// Scenario is the emulated link of a test case (§3.6): one Link per
+// Scenario is the emulated link of a test case: one Link per
 // direction and an optional NAT rebinding schedule.
 type Scenario struct {
 	Name               string       `json:"name"`
@@ -18,7 +18,7 @@ type Scenario struct {
 	// IPv6 runs the endpoints and the relay on ::1.
 	IPv6 bool `json:"ipv6,omitempty"`
 	// Lossy says that loss, corruption or a blackhole may make endpoints
-	// abandon handshake attempts, which HS(n) then tolerates (§4.3).
+	// abandon handshake attempts, which HS(n) then tolerates.
 	Lossy bool `json:"lossy,omitempty"`
 	// KernelBottleneck moves the rate and queue towards the client from
 	// the relay to a tbf qdisc on the router's egress (namespace engine),
@@ -26,7 +26,7 @@ type Scenario struct {
 	KernelBottleneck bool `json:"kernel_bottleneck,omitempty"`
 	// CrossTraffic runs a TCP Cubic bulk flow from the server's side to
 	// the client's through the bottleneck, from 5 s before the client
-	// starts to the end (§3.6 crosstraffic).
+	// starts to the end.
 	CrossTraffic bool `json:"cross_traffic,omitempty"`
 }
 
@@ -56,7 +56,7 @@ type TestCase struct {
 	Files                  func(seed uint64) []File `json:"-"`
 	Scenario               Scenario                 `json:"-"`
 	Timeout                time.Duration            `json:"-"`
-	// KeyLog: without a valid key log the result is unsupported (§4.3 KL).
+	// KeyLog: without a valid key log the result is unsupported.
 	KeyLog bool `json:"-"`
 	// Certs is the certificate chain length and ExtraNames the inflated
 	// leaf's extra names (amplificationlimit); 0 means the default.
@@ -159,7 +159,7 @@ func Catalogue() []*TestCase {
 			Files: files(1, 10*mib, "rebind-addr-10MiB"), Scenario: rebindAddr, KeyLog: true, Judge: judgeRebind},
 		{Name: "connectionmigration", Abbr: "CM", Desc: "Client uses server's preferred address.", ServerCase: "connectionmigration", ClientCase: "transfer",
 			Files: files(1, 2*mib, "migration-2MiB"), Scenario: def, KeyLog: true, Judge: judgeConnectionMigration,
-			NeedsNamespaces: "the proxy engine cannot route the client to the server's preferred address (§3.5)"},
+			NeedsNamespaces: "the proxy engine cannot route the client to the server's preferred address"},
 		{Name: "versionnegotiation", Abbr: "V", Desc: "Client greases the version; the server answers with Version Negotiation and the client completes a v1 connection.",
 			ServerCase: "versionnegotiation", ClientCase: "versionnegotiation", Files: files(1, kib, "vn-1KiB"), Scenario: def, Judge: judgeVersionNegotiation},
 		{Name: "ackfrequency", Abbr: "AF", Desc: "The data sender asks for fewer ACKs with ACK_FREQUENCY (project).", ServerCase: "ackfrequency", ClientCase: "ackfrequency",
@@ -168,7 +168,7 @@ func Catalogue() []*TestCase {
 			Files: files(1, 10*mib, "goodput-10MiB"), Scenario: def, Measurement: true, Repetitions: 5, Judge: judgeBasic},
 		{Name: "crosstraffic", Abbr: "C", Desc: "Measures goodput over a 10 Mbit/s link when competing with a TCP (cubic) connection.",
 			ServerCase: "transfer", ClientCase: "transfer", Files: files(1, 25*mib, "crosstraffic-25MiB"), Scenario: cross, Measurement: true, Repetitions: 5,
-			Timeout: 180 * time.Second, Judge: judgeBasic, NeedsNamespaces: "the proxy engine has no shared bottleneck for a TCP flow (§3.5)"},
+			Timeout: 180 * time.Second, Judge: judgeBasic, NeedsNamespaces: "the proxy engine has no shared bottleneck for a TCP flow"},
 	}
 }
 

@@ -9,8 +9,7 @@ import (
 // A Link describes one direction of an emulated path. The zero Link is a
 // perfect link: no rate limit, no delay, no loss.
 //
-// A datagram goes through the stages in the order of interop-and-benchmarks.md
-// §3.2: impairments at ingress (blackhole, drop list, loss, corruption), a
+// A datagram goes through the stages in this order: impairments at ingress (blackhole, drop list, loss, corruption), a
 // drop-tail queue, a serialiser at Rate, then the one-way Delay with Jitter
 // and Reorder, and delivery. Duplicates are made after the queue check and
 // occupy the serialiser like any packet.
@@ -45,8 +44,8 @@ type Link struct {
 	Burst *GilbertElliott
 	// MaxRun caps runs of random losses, and separately runs of corrupted
 	// datagrams: after MaxRun in a row, the next datagram passes untouched.
-	// It keeps lossy test cases from ending in idle timeouts (§3.3, "at most
-	// 3 consecutive"). 0 means no cap.
+	// It keeps lossy test cases from ending in idle timeouts (the interop
+	// scenarios use 3). 0 means no cap.
 	MaxRun int
 	// DropList drops the n-th datagram (1-based) that reaches the link,
 	// counted from the epoch, whatever else happens to it.

@@ -26,8 +26,7 @@ import (
 var ErrNamespacesUnavailable = errors.New("netem: network namespaces need root and iproute2 (ip, tc)")
 
 // The namespace backend's addresses, from the range reserved for
-// benchmarking (RFC 2544, 198.18.0.0/15), as in interop-and-benchmarks.md
-// §2.5: the client's subnet is 198.18.0.0/24 and the server's
+// benchmarking (RFC 2544, 198.18.0.0/15): the client's subnet is 198.18.0.0/24 and the server's
 // 198.18.100.0/24, with the router at .2 on both.
 var (
 	NSClientAddr  = netip.MustParseAddr("198.18.0.100")

@@ -17,7 +17,7 @@ import (
 // process's own sockets, so that a stranger on the same port never passes
 // for the peer being ready. The socket tables are read through
 // /proc/PID/net, which shows the network namespace of pid: a server
-// started in its own namespace (namespace mode, §3.1) binds its port
+// started in its own namespace (namespace mode) binds its port
 // there, not in the runner's.
 func udpBoundBy(pid, port int) bool { return boundBy(pid, "udp", port) }
 

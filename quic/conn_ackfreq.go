@@ -66,8 +66,8 @@ type ackFreqState struct {
 	haveLast     bool
 	immediateAck bool
 	// ackedAppPackets counts the ack-eliciting 1-RTT packets the peer
-	// acknowledged, for the adaptive policy's start (ack-frequency.md
-	// §10.4).
+	// acknowledged, for the adaptive policy's start
+	// (docs/ack-frequency-engine.md §5).
 	ackedAppPackets uint64
 }
 

@@ -209,8 +209,8 @@ func TestInteropDatagram(t *testing.T) {
 		delete(sent, string(b))
 		got++
 	}
-	// Loopback loses nothing in practice, but DATAGRAM is unreliable by
-	// design (§5): ask for most, not all.
+	// Loopback loses nothing in practice, but DATAGRAM is unreliable (RFC 9221
+	// §5): ask for most, not all.
 	if got < n*3/4 {
 		t.Fatalf("%d of %d datagrams came back from quic-go\n%s", got, n, p.Output())
 	}

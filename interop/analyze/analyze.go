@@ -1059,8 +1059,8 @@ func (a *analyzer) tlsMessages(c *Conn, space int, dir Direction) {
 
 // account runs the address validation walks over one datagram of a
 // connection: the connection's anti-amplification limit before the
-// handshake validates the client (§5.13) and the per-path limits after a
-// change of the client's 4-tuple (§5.20).
+// handshake validates the client (amplificationlimit) and the per-path
+// limits after a change of the client's 4-tuple (rebind-port).
 func (a *analyzer) account(c *Conn, dir Direction, p *pcap.Packet, k *packetKinds) {
 	st := c.st
 	size := len(p.Payload)

@@ -190,7 +190,7 @@ func parseServerHello(body []byte) (*ServerHello, bool) {
 	return sh, true
 }
 
-// parseEncryptedExtensions reads an EncryptedExtensions body (§4.3.1).
+// parseEncryptedExtensions reads an EncryptedExtensions body (RFC 8446 §4.3.1).
 func parseEncryptedExtensions(body []byte) (*EncryptedExtensions, bool) {
 	r := reader{b: body}
 	ext := r.bytes(r.u16())

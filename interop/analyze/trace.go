@@ -13,8 +13,7 @@
 //
 // The analyzer shares only the packet protection primitives (quic/protect)
 // and the wire codec (quic/wire) with the engine, never its connection code,
-// so that a bug in the engine's state machine cannot hide itself in a verdict
-// (interop-and-benchmarks.md §4.2).
+// so that a bug in the engine's state machine cannot hide itself in a verdict.
 package analyze
 
 import (

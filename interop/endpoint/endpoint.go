@@ -1,6 +1,6 @@
 // Package endpoint is Quiver's interop endpoint: a server and a client on
 // Quiver's engine that follow the interop runner's endpoint contract
-// (interop-and-benchmarks.md §2: ROLE, TESTCASE, REQUESTS, SSLKEYLOGFILE,
+// (ROLE, TESTCASE, REQUESTS, SSLKEYLOGFILE,
 // QLOGDIR, WWW, DOWNLOADS, CERTS, PORT, exit status 127 for a test case it
 // does not support), so that Quiver can join Quiver's own matrix and the
 // established runner alike. `quiver interop endpoint` runs it.
@@ -42,7 +42,7 @@ import (
 )
 
 // ExitUnsupported is the contract's status for a test case the endpoint
-// does not support (§2.3); it also answers unknown names.
+// does not support; it also answers unknown names.
 const ExitUnsupported = 127
 
 // The endpoint TESTCASE values each role supports, and why the others are
@@ -160,7 +160,7 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 		// that resumption resumes without 0-RTT.
 		Allow0RTT: o.testcase == "zerortt",
 		// Only v2 accepts a client that starts in v2; everywhere else the
-		// contract pins v1 (§2.6).
+		// contract pins v1.
 		Versions: []uint32{quic.Version1},
 	}
 	if o.testcase == "v2" {
@@ -277,11 +277,11 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 	switch o.testcase {
 	case "transfer":
 		// The test asks for flow-control windows small enough that the
-		// server needs MAX_DATA and MAX_STREAM_DATA (§5.2).
+		// server needs MAX_DATA and MAX_STREAM_DATA.
 		cfg.InitialMaxData, cfg.InitialMaxStreamData = 1<<20, 512<<10
 	case "versionnegotiation":
 		// Start with a reserved version; the server's Version
-		// Negotiation packet makes the engine restart in v1 (§5.23).
+		// Negotiation packet makes the engine restart in v1 (RFC 9000 §6.2).
 		cfg.Versions = []uint32{greaseVersion, quic.Version1}
 	case "v2":
 		// RFC 9369 via RFC 9368: start in v1, offer v2 as compatible.
@@ -324,7 +324,7 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 	if tickets != nil {
 		// resumption and zerortt: the first request on a first
 		// connection, then, once it has left a session ticket, the others
-		// on a second connection that resumes the session (§5.7, §5.8);
+		// on a second connection that resumes the session;
 		// zerortt sends them in 0-RTT.
 		if len(o.urls) < 2 {
 			return fmt.Errorf("%s needs at least two URLs", o.testcase)
@@ -338,7 +338,7 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 		return c.fetch(ctx, o.urls[1:], o.testcase == "zerortt")
 	}
 	if o.testcase == "multiconnect" {
-		// One connection per request, one after the other (§5.14).
+		// One connection per request, one after the other.
 		for _, raw := range o.urls {
 			if err := c.fetch(ctx, []string{raw}, false); err != nil {
 				return err
