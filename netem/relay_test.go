@@ -223,22 +223,27 @@ func relayDelays(t testing.TB, rtt func(time.Duration)) []time.Duration {
 	return delays
 }
 
-// TestRelayRebind ping-pongs through a relay that rebinds at 150 ms and
-// 300 ms: the server sees a new relay address each time, and only an echo
-// caught in flight by a rebinding is lost.
+// TestRelayRebind ping-pongs through a relay that rebinds at 200 ms and
+// 800 ms, until both rebindings have happened and an echo came back after
+// the second: the server sees a new relay address each time, and only an
+// echo caught in flight by a rebinding is lost. The pings end on that
+// event, not on a clock; the rebindings are far enough apart that a stalled
+// ping cannot let both pass without one in between.
 func TestRelayRebind(t *testing.T) {
 	for _, withAddr := range []bool{false, true} {
 		echo := startEcho(t)
 		l := Link{Delay: 5 * time.Millisecond}
 		r := startRelay(t, RelayConfig{Server: echo.addr, ToServer: l, ToClient: l, Seed: 3,
-			Rebind: Rebind{At: []time.Duration{150 * time.Millisecond, 300 * time.Millisecond}, Addr: withAddr}})
+			Rebind: Rebind{At: []time.Duration{200 * time.Millisecond, 800 * time.Millisecond}, Addr: withAddr}})
 		c := dialRelay(t, r)
 		buf := make([]byte, 100)
 		lost := 0
-		for i := 0; ; i++ {
-			if t0, ok := r.Epoch(); ok && time.Since(t0) > 450*time.Millisecond {
-				break
+		hang := time.Now().Add(30 * time.Second) // only stops a broken relay
+		for i, echoed := 0, false; !echoed || len(r.Rebindings()) < 2; i++ {
+			if time.Now().After(hang) {
+				t.Fatalf("after %d pings: rebindings %v", i, r.Rebindings())
 			}
+			before := len(r.Rebindings())
 			c.WriteToUDPAddrPort(datagram(i, 50), r.Addr())
 			// A short deadline keeps the pings close enough together that
 			// each scheduled rebinding shows as its own new address.
@@ -252,6 +257,7 @@ func TestRelayRebind(t *testing.T) {
 					t.Fatal(err)
 				}
 				if n >= 4 && binary.BigEndian.Uint32(buf) == uint32(i) {
+					echoed = before >= 2 // through the second rebinding's mapping
 					break
 				}
 			}
