@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/quiver-quic/quiver/internal/cliargs"
 )
 
 // version is the tool version recorded with every result; release builds set
@@ -154,45 +156,10 @@ func dispatch(ctx context.Context, env *cmdEnv, c *command, path string, args []
 	}
 }
 
-// parseArgs parses fs's flags wherever they stand among args — before,
-// between or after the positional arguments, as in
-// "quiver test 127.0.0.1:4433 --json r.json" — and returns the positional
-// arguments in order. "--" ends the flags: everything after it is
-// positional. A flag that takes a value takes the next argument whatever it
-// is ("--name=value" works too); a lone "-" is positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			pos = append(pos, a)
-			continue
-		}
-		flags = append(flags, a)
-		if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && takesValue(fs.Lookup(name)) && i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
-		}
-	}
-	if err := fs.Parse(flags); err != nil {
-		return nil, err
-	}
-	return pos, nil
-}
-
-// takesValue reports whether f is a flag that takes the next argument as
-// its value (any known flag but a boolean one).
-func takesValue(f *flag.Flag) bool {
-	if f == nil {
-		return false
-	}
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return !ok || !b.IsBoolFlag()
-}
+// parseArgs parses fs's flags wherever they stand among the arguments and
+// returns the positional ones; "--" ends the flags (cliargs.Parse, which
+// interop endpoint shares).
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) { return cliargs.Parse(fs, args) }
 
 // subcommandAt returns the index in args of the subcommand's name: the
 // first argument that is neither one of c's flags nor a flag's value, if
@@ -208,7 +175,7 @@ func subcommandAt(c *command, args []string) int {
 		case a == "--":
 			return -1
 		case len(a) >= 2 && a[0] == '-':
-			if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && takesValue(fs.Lookup(name)) {
+			if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && cliargs.TakesValue(fs.Lookup(name)) {
 				i++
 			}
 		case findCommand(c.subs, a) != nil:

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/h3"
+	"github.com/quiver-quic/quiver/internal/cliargs"
 	"github.com/quiver-quic/quiver/keylog"
 	"github.com/quiver-quic/quiver/qlog"
 	"github.com/quiver-quic/quiver/quic"
@@ -95,10 +96,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	fs.StringVar(&o.output, "output", o.output, "client: download `directory`")
 	fs.StringVar(&o.alpn, "alpn", "", "client: application `protocol` (default by TESTCASE)")
 	fs.StringVar(&o.ca, "ca", o.ca, "client: CA certificate `file`; without one the server is not verified")
-	if err := fs.Parse(args); err != nil {
+	urls, perr := cliargs.Parse(fs, args) // flags before or after the URLs
+	if perr != nil {
 		return 2
 	}
-	o.urls = fs.Args()
+	o.urls = urls
 	if len(o.urls) == 0 {
 		o.urls = strings.Fields(getenv("REQUESTS"))
 	}

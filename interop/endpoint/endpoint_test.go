@@ -38,6 +38,16 @@ func TestUnsupportedExits127(t *testing.T) {
 	}
 }
 
+// TestFlagsAfterURLs: the endpoint's flags may follow its URLs; a bad one
+// there is a usage error (exit 2), not taken for a URL.
+func TestFlagsAfterURLs(t *testing.T) {
+	var errb bytes.Buffer
+	e := env(map[string]string{"ROLE": "client", "TESTCASE": "handshake"})
+	if got := Main(context.Background(), []string{"https://127.0.0.1:1/x", "--bogus"}, e, &errb); got != 2 || !strings.Contains(errb.String(), "bogus") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the flag", got, errb.String())
+	}
+}
+
 // TestPreferredAddress checks the address a connectionmigration server
 // offers: its listening address with a port of its own.
 func TestPreferredAddress(t *testing.T) {
