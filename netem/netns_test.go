@@ -159,7 +159,12 @@ type tbfRun struct {
 func sendThroughTbf(t testing.TB, n *Namespaces, count, size int) tbfRun {
 	sink := listenIn(t, n, n.Client, netip.AddrPortFrom(NSCrossClient, 5001))
 	rc, _ := sink.SyscallConn()
-	rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		// Room for the whole train (root, as the namespaces are), so that
+		// a reader held up by other work does not drop what tbf let through.
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	})
 	src := listenIn(t, n, n.Server, netip.AddrPortFrom(NSCrossServer, 0))
 	defer sink.Close() // also closed at cleanup; a benchmark calls this in a loop
 	defer src.Close()
