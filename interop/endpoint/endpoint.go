@@ -408,6 +408,7 @@ func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 	c.logf("%d requests done: version %#x, resumed %v, 0-RTT %v, version negotiated %v, cipher %s, server at %v",
 		len(urls), info.Version, info.Resumed, info.Used0RTT, info.VersionNegotiated,
 		tls.CipherSuiteName(conn.ConnectionState().CipherSuite), conn.RemoteAddr())
+	waitConfirmed(ctx, conn, time.Second)
 	if cc != nil {
 		cc.Close()
 		conn.Close(uint64(h3.ErrCodeNoError), "")
@@ -415,6 +416,35 @@ func (c *client) fetch(ctx context.Context, urls []string, early bool) error {
 		conn.Close(0, "")
 	}
 	return errors.Join(errs...)
+}
+
+// waitConfirmed waits, up to limit, until the handshake is confirmed
+// (RFC 9001 §4.1.2: "At the client, the handshake is considered confirmed
+// when a HANDSHAKE_DONE frame is received"); ConnectionInfo's
+// MaxDatagramSize is 0 until then. A 0-RTT download can end on the
+// server's 0.5-RTT data before the client's Finished has reached the
+// server; closing at once would put the Finished and the CONNECTION_CLOSE
+// side by side, the server would drain without sending HANDSHAKE_DONE, and
+// the capture would not show the handshake completing.
+func waitConfirmed(ctx context.Context, conn *quic.Conn, limit time.Duration) {
+	if conn.ConnectionInfo().MaxDatagramSize > 0 {
+		return
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for conn.ConnectionInfo().MaxDatagramSize == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-conn.Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // get downloads one URL into the download folder, under its base name.
