@@ -73,7 +73,19 @@ func TestIdleConnMemory(t *testing.T) {
 		client = append(client, c)
 	}
 	<-accepted
-	time.Sleep(time.Second) // let the handshakes' last packets settle
+	// Measure once every handshake is confirmed (HANDSHAKE_DONE in;
+	// ConnectionInfo.MaxDatagramSize is 0 until then), not after a guess.
+	for _, c := range client {
+		for c.ConnectionInfo().MaxDatagramSize == 0 {
+			select {
+			case <-c.Done():
+				t.Fatal("a connection ended before its handshake was confirmed")
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
 	h1 := heap()
 	t.Logf("quiver idle connections: %d, heap in use %d B per connection (client and server ends)", len(client), (h1-h0)/uint64(n))
 	if path := os.Getenv("QUIVER_IDLE_HEAPPROFILE"); path != "" {
