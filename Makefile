@@ -5,7 +5,7 @@
 GO ?= go
 GOTEST_FLAGS ?= -timeout 25m
 
-.PHONY: all build test peers testdeps vet fuzz bench clean
+.PHONY: all build test peers testdeps vet fuzz bench bench-links clean
 
 all: build
 
@@ -39,6 +39,11 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./quic/... ./h3/...
+
+# bench-links measures what the tests only bound: link rates, delays and the
+# relay's cost beside their configured values (the namespace ones need root).
+bench-links:
+	$(GO) test -run '^$$' -bench 'Namespaces|RelayAccuracyAndSpeed|RelayDelay' -benchtime 3x ./netem
 
 clean:
 	rm -rf bin
