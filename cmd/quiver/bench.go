@@ -27,7 +27,7 @@ func benchCommand() *command {
 	return &command{
 		name:    "bench",
 		summary: "benchmark QUIC implementations and Quiver's RPC transports (subcommands: goodput, handshakes, sweep, ackfreq, rpc)",
-		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags] (flags before or after the subcommand's name)",
+		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags]",
 		examples: []string{
 			"quiver bench goodput --impls quiver,quic-go,x/net,ngtcp2,tcp --size 100MB --runs 5",
 			"quiver bench handshakes --impls quiver,quic-go,tcp --n 500 --runs 5",
