@@ -86,6 +86,25 @@ type site struct {
 	serverNS, clientNS string
 }
 
+// peerPath is where the peers manifest says role's program of the
+// implementation called name is: an absolute path as it stands, a bare
+// name in the bench's peers folder. The bench's own command lines differ
+// from the manifest's (they take the sweep's knobs), the programs do not.
+func (s *site) peerPath(name, role string) string {
+	im, err := peers.Find(name)
+	cmd := im.Server
+	if role == "client" {
+		cmd = im.Client
+	}
+	if err != nil || cmd == nil {
+		panic("bench: the peers manifest lacks " + name + " " + role) // a programming error: the names are ours
+	}
+	if filepath.IsAbs(cmd.Path) {
+		return cmd.Path
+	}
+	return filepath.Join(s.bins.Peers, cmd.Path)
+}
+
 func (s *site) addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.port)) }
 func (s *site) url() string  { return "https://" + s.addr() + "/" + s.file }
 
@@ -282,7 +301,7 @@ var impls = map[string]*impl{
 				env = append(env, "QUIC_GO_DISABLE_GSO=true")
 			}
 			args := []string{"-listen", s.addr(), "-cert", s.cert, "-key", s.key, "-root", s.root}
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: append(args, profileArgs("-cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
+			return cmdSpec{Path: s.peerPath("quic-go", "server"), Args: append(args, profileArgs("-cpuprofile", s.profile)...), Env: env, Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
 			env, err := goCipherEnv(s.knobs, true)
@@ -294,12 +313,12 @@ var impls = map[string]*impl{
 			}
 			args := []string{"-output", s.out, "-alpn", s.alpn}
 			args = append(append(args, profileArgs("-cpuprofile", s.profile)...), s.url())
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: args, Env: env, Netns: s.clientNS}, nil
+			return cmdSpec{Path: s.peerPath("quic-go", "client"), Args: args, Env: env, Netns: s.clientNS}, nil
 		},
 		hsClient: func(s *site, n, parallel int) (cmdSpec, error) {
 			args := []string{"-handshakes", strconv.Itoa(n), "-parallel", strconv.Itoa(parallel), "-alpn", s.alpn}
 			args = append(append(args, profileArgs("-cpuprofile", s.profile)...), s.url())
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "quicgo-peer"), Args: args, Netns: s.clientNS}, nil
+			return cmdSpec{Path: s.peerPath("quic-go", "client"), Args: args, Netns: s.clientNS}, nil
 		},
 	},
 	"go-x-net": {
@@ -322,14 +341,14 @@ var impls = map[string]*impl{
 			args := []string{"-listen", s.addr(), "-cert", s.cert, "-key", s.key, "-root", s.root}
 			// Its "transfer" test case shrinks the flow-control windows on
 			// purpose; "handshake" keeps the defaults (see peers).
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: args, Env: append(env, "TESTCASE=handshake"), Netns: s.serverNS}, nil
+			return cmdSpec{Path: s.peerPath("go-x-net", "server"), Args: args, Env: append(env, "TESTCASE=handshake"), Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
 			env, err := goCipherEnv(s.knobs, true)
 			if err != nil {
 				return cmdSpec{}, err
 			}
-			return cmdSpec{Path: filepath.Join(s.bins.Peers, "xnet-peer"), Args: []string{"-output", s.out, s.url()},
+			return cmdSpec{Path: s.peerPath("go-x-net", "client"), Args: []string{"-output", s.out, s.url()},
 				Env: append(env, "TESTCASE=handshake"), Netns: s.clientNS}, nil
 		},
 	},
@@ -354,7 +373,7 @@ var impls = map[string]*impl{
 			if s.knobs.GSO == "off" {
 				args = append(args, "--max-gso-dgrams=1")
 			}
-			return cmdSpec{Path: "/usr/sbin/gtlsserver", Args: append(args, s.host, strconv.Itoa(s.port), s.key, s.cert), Netns: s.serverNS}, nil
+			return cmdSpec{Path: s.peerPath("ngtcp2", "server"), Args: append(args, s.host, strconv.Itoa(s.port), s.key, s.cert), Netns: s.serverNS}, nil
 		},
 		client: func(s *site) (cmdSpec, error) {
 			args := []string{"-q", "--exit-on-all-streams-close", "--download=" + s.out}
@@ -369,7 +388,7 @@ var impls = map[string]*impl{
 			default:
 				return cmdSpec{}, fmt.Errorf("cipher %s: %w", s.knobs.Cipher, errUnsupported)
 			}
-			return cmdSpec{Path: "/usr/bin/gtlsclient", Args: append(args, s.host, strconv.Itoa(s.port), s.url()), Netns: s.clientNS}, nil
+			return cmdSpec{Path: s.peerPath("ngtcp2", "client"), Args: append(args, s.host, strconv.Itoa(s.port), s.url()), Netns: s.clientNS}, nil
 		},
 	},
 	"tcp": {
