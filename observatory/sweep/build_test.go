@@ -69,3 +69,20 @@ func TestSweepQuicGoOldReleases(t *testing.T) {
 		t.Errorf("history of %s: versions %v, want v0.40.1 then v0.43.1", TargetName(im), versions)
 	}
 }
+
+// TestFindImplFromManifest: a sweep's implementations are the peers
+// manifest's, aliases included, with the module and binary it names.
+func TestFindImplFromManifest(t *testing.T) {
+	for _, name := range []string{"go-x-net", "x/net", "xnet"} {
+		im, err := FindImpl(name)
+		if err != nil || im.Name != "go-x-net" || im.Module != "golang.org/x/net" || im.Binary != "xnet-peer" || im.usesAdapter {
+			t.Errorf("FindImpl(%q) = %+v, %v", name, im, err)
+		}
+	}
+	if im, err := FindImpl("quicgo"); err != nil || im.Name != "quic-go" || !im.usesAdapter {
+		t.Errorf("FindImpl(quicgo) = %+v, %v", im, err)
+	}
+	if _, err := FindImpl("ngtcp2"); err == nil {
+		t.Error("FindImpl(ngtcp2) found a sweep for a Debian package")
+	}
+}
