@@ -18,4 +18,5 @@
 // [BinDir] and [Impl.Binary] locate the binaries, and a missing one is
 // reported with [InstallCommand]. [SelfSigned] and [WriteSelfSignedCert]
 // give the certificates the peers serve, [FreeUDPPort] a port to serve on.
+// [Spawn] starts any other program under the same supervision.
 package peers

@@ -2,6 +2,8 @@
 // before, between or after the positional arguments, with "--" ending the
 // flags. It is the one such parser, shared by cmd/quiver and
 // interop/endpoint.
+//
+// Where to start: [Parse] with a flag.FlagSet.
 package cliargs
 
 import (

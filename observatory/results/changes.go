@@ -3,6 +3,10 @@
 // fixed, flapping) and version order, as text for the CLI and as data for
 // the dashboard. It depends on the store only, not on the suite or the
 // engine.
+//
+// Where to start: [NewGrid] and [WriteGrid] for the grid of one run's
+// cells, [DetectChanges] for what changed across runs, [DiffRuns] for two
+// runs side by side, [CompareVersions] to order release tags.
 package results
 
 import (
