@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// ToolVersion is written into every report; cmd/quiver sets it.
-var ToolVersion = "dev"
 
 // Options configure a run of the suite.
 type Options struct {
+	// ToolVersion is written into the report (default "dev"); cmd/quiver
+	// gives its own version.
+	ToolVersion string
 	// Scenarios are IDs, globs ("hs-*") or family letters; empty runs all.
 	Scenarios []string
 	// Parallel is how many scenarios run at once (default 4).
@@ -56,7 +57,7 @@ func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("artifacts: %w", err)
 		}
 	}
-	rep := &Report{Schema: SchemaVersion, ToolVersion: ToolVersion, Started: time.Now()}
+	rep := &Report{Schema: SchemaVersion, ToolVersion: opts.toolVersion(), Started: time.Now()}
 	prof := Discover(ctx, target)
 	rep.Target = prof.Target
 	rep.Results = runScenarios(ctx, prof, scs, opts)
@@ -86,7 +87,7 @@ func RunClient(ctx context.Context, client ClientTarget, opts Options) (*Report,
 	if _, err := getCA(); err != nil {
 		return nil, fmt.Errorf("certificates for the tester's server: %w", err)
 	}
-	rep := &Report{Schema: SchemaVersion, ToolVersion: ToolVersion, Started: time.Now(), Client: &client}
+	rep := &Report{Schema: SchemaVersion, ToolVersion: opts.toolVersion(), Started: time.Now(), Client: &client}
 	rep.Target = Target{Name: client.Name, ALPN: []string{client.ALPN}}
 	prof := &Profile{Target: rep.Target, ALPNs: []string{client.ALPN}, Client: &client}
 	rep.Results = runScenarios(ctx, prof, scs, opts)
@@ -192,6 +193,13 @@ func skipped(sc *Scenario, why string) Result {
 
 func baseResult(sc *Scenario) Result {
 	return Result{Scenario: sc.ID, Title: sc.Title, Family: sc.Family, Role: sc.Role, Revision: sc.Revision}
+}
+
+func (o Options) toolVersion() string {
+	if o.ToolVersion == "" {
+		return "dev"
+	}
+	return o.ToolVersion
 }
 
 // runOne runs one scenario under its deadline. A panic becomes verdict

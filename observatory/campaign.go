@@ -200,7 +200,7 @@ func (r *Runner) executeTarget(ctx context.Context, runID int64, t conformance.T
 		return nil
 	}
 	b := &batch{r: r, runID: runID, target: t, onStored: onStored, done: map[string]bool{}}
-	opts := conformance.Options{Scenarios: pending, Parallel: r.Parallel, Timeout: r.Timeout, Progress: b.progress}
+	opts := conformance.Options{ToolVersion: r.ToolVersion, Scenarios: pending, Parallel: r.Parallel, Timeout: r.Timeout, Progress: b.progress}
 	if r.ArtifactsDir != "" {
 		b.rel = filepath.Join(fmt.Sprintf("run-%d", runID), pathSafe(t.Name))
 		opts.ArtifactsDir = filepath.Join(r.ArtifactsDir, b.rel)
@@ -306,7 +306,7 @@ func (b *batch) store(res conformance.Result) error {
 		}
 	}
 	if tool == "" {
-		tool = conformance.ToolVersion
+		tool = "dev"
 	}
 	rec, err := RecordOf(b.runID, tool, t, res, b.rel, time.Now())
 	if err != nil {

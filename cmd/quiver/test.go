@@ -36,13 +36,13 @@ func baselineFlags(fs *flag.FlagSet, baseline, write *string) {
 // the table and writes the reports. Its exit status is described by
 // exitStatusNotes.
 func runTest(ctx context.Context, env *cmdEnv, o *testOpts, addr string) error {
-	conformance.ToolVersion = version
 	target := conformance.Target{Name: addr, Address: addr, SNI: o.sni, ALPN: splitList(o.alpn), SmallPath: o.small, LargePath: o.large}
 	base, patterns, err := loadBaseline(o.baseline, o.scenarios)
 	if err != nil {
 		return err
 	}
 	rep, err := conformance.Run(ctx, target, conformance.Options{
+		ToolVersion: version,
 		Scenarios:    patterns,
 		Parallel:     o.parallel,
 		Timeout:      o.timeout,

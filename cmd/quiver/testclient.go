@@ -54,7 +54,6 @@ func testClientCommand() *command {
 // client from the template for each, prints the table and writes the
 // reports; its exit status is described by exitStatusNotes.
 func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
-	conformance.ToolVersion = version
 	name := o.name
 	if name == "" {
 		name = firstWord(o.cmd)
@@ -64,6 +63,7 @@ func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 		return err
 	}
 	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ResumeCommand: o.resumeCmd, ALPN: o.alpn}, conformance.Options{
+		ToolVersion: version,
 		Scenarios:    patterns,
 		Parallel:     o.parallel,
 		Timeout:      10 * time.Second,
