@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-
 // Options configure a run of the suite.
 type Options struct {
 	// ToolVersion is written into the report (default "dev"); cmd/quiver

@@ -42,7 +42,7 @@ func runTest(ctx context.Context, env *cmdEnv, o *testOpts, addr string) error {
 		return err
 	}
 	rep, err := conformance.Run(ctx, target, conformance.Options{
-		ToolVersion: version,
+		ToolVersion:  version,
 		Scenarios:    patterns,
 		Parallel:     o.parallel,
 		Timeout:      o.timeout,

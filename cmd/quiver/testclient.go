@@ -63,7 +63,7 @@ func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 		return err
 	}
 	rep, err := conformance.RunClient(ctx, conformance.ClientTarget{Name: name, Command: o.cmd, ResumeCommand: o.resumeCmd, ALPN: o.alpn}, conformance.Options{
-		ToolVersion: version,
+		ToolVersion:  version,
 		Scenarios:    patterns,
 		Parallel:     o.parallel,
 		Timeout:      10 * time.Second,
