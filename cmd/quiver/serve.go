@@ -49,8 +49,13 @@ type serveOpts struct {
 }
 
 // demoServeFlags are the serve flags with which the demo starts Quiver:
-// every engine feature a server can offer on at once.
-var demoServeFlags = []string{"--0rtt", "--datagrams", "echo", "--versions", "1,2", "--key-update-interval", "10000"}
+// every engine feature a server can offer on at once. The DATAGRAM limit
+// is below one packet so that dgram-too-large can exceed it; 127.0.0.2 is
+// on Linux's loopback; a key update every 10000 packets shows in
+// tls-server-key-update; v2 preferred shows compatible version
+// negotiation; the adaptive ACK ratio shows ACK_FREQUENCY.
+var demoServeFlags = []string{"--0rtt", "--datagrams", "echo", "--max-datagram-frame-size", "1024", "--preferred-address", "127.0.0.2:0",
+	"--key-update-interval", "10000", "--versions", "2,1", "--ack-ratio", "adaptive"}
 
 func serveCommand() *command {
 	return &command{
