@@ -14,7 +14,7 @@ func TestDemoQuiverFeatures(t *testing.T) {
 	dir := t.TempDir()
 	out, errs, code := quiver(t, "demo", "--no-web", "--impls", "quiver,quiver-retry",
 		"--scenarios", "tls-ticket-max-early-data,dgram-respects-tester-limit,dgram-too-large,prefaddr-format,retry-format",
-		"--db", filepath.Join(dir, "q.db"))
+		"--db", filepath.Join(dir, "q.db"), "--artifacts", filepath.Join(dir, "art"))
 	if code != 0 {
 		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errs)
 	}
