@@ -21,6 +21,15 @@ type Decoder struct {
 	known   uint64        // the Insert Count the encoder knows we reached
 	buf     []byte        // an encoder instruction not complete yet
 	err     error         // sticky encoder stream error
+	refs    uint64        // field sections decoded with dynamic references
+}
+
+// DynamicSections is how many field sections that refer to the dynamic
+// table the decoder has decoded.
+func (d *Decoder) DynamicSections() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.refs
 }
 
 // NewDecoder returns a decoder that allows the peer a table of at most
@@ -186,6 +195,7 @@ func (d *Decoder) Decode(ctx context.Context, stream uint64, p []byte, limit uin
 		// references, it MUST emit a Section Acknowledgment instruction".
 		d.emit(appendSectionAck(nil, stream))
 		d.known = max(d.known, ric)
+		d.refs++
 	}
 	return fields, nil
 }

@@ -32,6 +32,7 @@ type Encoder struct {
 	sections map[uint64][]sentSection
 	buf      []byte
 	err      error
+	acked    uint64 // Section Acknowledgments received
 }
 
 type sentSection struct {
@@ -258,6 +259,7 @@ func (e *Encoder) apply(in decoderInstruction) error {
 			return errorf(ErrDecoderStream, "Section Acknowledgment for stream %d, which has no unacknowledged field section (RFC 9204 §4.4.1)", in.value)
 		}
 		e.known = max(e.known, ss[0].ric)
+		e.acked++
 		if len(ss) == 1 {
 			delete(e.sections, in.value)
 		} else {
@@ -283,6 +285,14 @@ func (e *Encoder) KnownReceivedCount() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.known
+}
+
+// AckedSections is how many of its field sections that refer to the
+// dynamic table the peer has acknowledged.
+func (e *Encoder) AckedSections() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.acked
 }
 
 // InsertCount is how many entries the encoder has inserted.
