@@ -30,10 +30,17 @@ type Encoder struct {
 	// Required Insert Count that the peer has not acknowledged, oldest
 	// first: their references pin entries (§2.1.1).
 	sections map[uint64][]sentSection
+	pending  int // sections held in sections
 	buf      []byte
 	err      error
 	acked    uint64 // Section Acknowledgments received
 }
+
+// maxPendingSections bounds the field sections kept for a peer that
+// never acknowledges them: past it the encoder stops referring to the
+// dynamic table (static table and literals only) until acknowledgments
+// come, so that such a peer cannot make it hold state without end.
+const maxPendingSections = 1024
 
 type sentSection struct {
 	ric    uint64 // Required Insert Count
@@ -100,7 +107,10 @@ func (e *Encoder) Encode(stream uint64, fields []HeaderField) []byte {
 			out = append(out, line{0, uint64(sExact), f})
 			continue
 		}
-		dExact, dName := e.dynamicMatch(f)
+		dExact, dName := -1, -1
+		if e.pending < maxPendingSections {
+			dExact, dName = e.dynamicMatch(f)
+		}
 		if dExact >= 0 {
 			ref(uint64(dExact))
 			out = append(out, line{1, uint64(dExact), f})
@@ -139,6 +149,7 @@ func (e *Encoder) Encode(stream uint64, fields []HeaderField) []byte {
 		lines = appendInt(lines, 8, 0, ric%(2*(e.maxCapacity/32))+1)
 		lines = append(lines, 0)
 		e.sections[stream] = append(e.sections[stream], sentSection{ric, minRef})
+		e.pending++
 	}
 	base := ric
 	for _, l := range out {
@@ -260,12 +271,14 @@ func (e *Encoder) apply(in decoderInstruction) error {
 		}
 		e.known = max(e.known, ss[0].ric)
 		e.acked++
+		e.pending--
 		if len(ss) == 1 {
 			delete(e.sections, in.value)
 		} else {
 			e.sections[in.value] = ss[1:]
 		}
 	case insCancelStream:
+		e.pending -= len(e.sections[in.value])
 		delete(e.sections, in.value)
 	default:
 		// RFC 9204 §4.4.3: "An encoder that receives an Increment field

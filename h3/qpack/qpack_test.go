@@ -270,3 +270,25 @@ func TestEncoderErrors(t *testing.T) {
 		t.Errorf("known %d", p.enc.KnownReceivedCount())
 	}
 }
+
+// A peer that acknowledges inserts but never field sections: the encoder
+// stops referring to the table once maxPendingSections wait.
+func TestEncoderBoundsPendingSections(t *testing.T) {
+	p := newPair(t, 4096, 0)
+	f := []HeaderField{{"x-quiver", "bounded"}}
+	p.enc.Encode(0, f)
+	p.flush(t) // the insert is acknowledged
+	for i := 1; i <= maxPendingSections+10; i++ {
+		sec := p.enc.Encode(uint64(4*i), f)
+		if dynamic := sec[0] != 0; dynamic != (i <= maxPendingSections) {
+			t.Fatalf("section %d: Required Insert Count byte %#x", i, sec[0])
+		}
+	}
+	if p.enc.pending != maxPendingSections {
+		t.Errorf("%d sections pending", p.enc.pending)
+	}
+	// Stream Cancellation releases them.
+	if err := p.enc.WriteDecoderStream(appendCancelStream(nil, 4)); err != nil || p.enc.pending != maxPendingSections-1 {
+		t.Errorf("after a cancellation: %d pending, %v", p.enc.pending, err)
+	}
+}
