@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,6 +47,8 @@ type serveOpts struct {
 	ecn               bool
 	cidLen            int
 	cc                string
+	activeCIDLimit    uint64
+	resetKey          string
 }
 
 // demoServeFlags are the serve flags with which the demo starts Quiver:
@@ -103,6 +106,8 @@ func serveCommand() *command {
 			fs.BoolVar(&o.ecn, "ecn", true, "mark packets ECT(0) and validate ECN (RFC 9000 §13.4)")
 			fs.IntVar(&o.cidLen, "cid-len", 8, "length of the connection IDs issued, 0 to 20 (0: zero-length, routed by address)")
 			fs.StringVar(&o.cc, "cc", "cubic", "congestion controller: `name` cubic or reno")
+			fs.Uint64Var(&o.activeCIDLimit, "active-cid-limit", 4, "active_connection_id_limit: connection IDs a client may give the server (at least 2)")
+			fs.StringVar(&o.resetKey, "stateless-reset-key", "", "`file` holding a 32-byte key in hex from which stateless reset tokens derive, so that a restarted server can reset the connections it forgot (RFC 9000 §10.3.2; default: a random key per run)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -238,6 +243,22 @@ func (o *serveOpts) serverConfig() (transfer.ServerConfig, error) {
 		return bad("cid-len", fmt.Errorf("%d is not in 0 to 20", o.cidLen))
 	case o.cc != string(quic.Cubic) && o.cc != string(quic.NewReno):
 		return bad("cc", fmt.Errorf("unknown congestion controller %q: use cubic or reno", o.cc))
+	case o.activeCIDLimit < 2:
+		// RFC 9000 §18.2: "The value of the active_connection_id_limit
+		// parameter MUST be at least 2."
+		return bad("active-cid-limit", fmt.Errorf("%d is below 2", o.activeCIDLimit))
+	}
+	var resetKey [32]byte
+	if o.resetKey != "" {
+		b, err := os.ReadFile(o.resetKey)
+		if err != nil {
+			return transfer.ServerConfig{}, fmt.Errorf("--stateless-reset-key: %w", err)
+		}
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) != 32 {
+			return bad("stateless-reset-key", fmt.Errorf("%s does not hold 64 hex digits (32 bytes)", o.resetKey))
+		}
+		copy(resetKey[:], k)
 	}
 	cfg.EditQUIC = func(q *quic.Config) {
 		q.DisableGreaseQUICBit = !o.greaseQUICBit
@@ -265,6 +286,8 @@ func (o *serveOpts) serverConfig() (transfer.ServerConfig, error) {
 			q.ConnectionIDLength = -1
 		}
 		q.Congestion = quic.CongestionControl(o.cc)
+		q.ActiveConnectionIDLimit = o.activeCIDLimit
+		q.StatelessResetKey = resetKey
 	}
 	return cfg, nil
 }
