@@ -439,7 +439,7 @@ func TestServerConnectionErrors(t *testing.T) {
 		{"QPACK capacity above SETTINGS_QPACK_MAX_TABLE_CAPACITY", func(rc *rawClient) { rc.uni([]byte{0x02, 0x3f, 0xe2, 0x1f}) }, ErrCodeQPACKEncoderStream},
 		{"QPACK decoder stream closed", func(rc *rawClient) { rc.uni([]byte{0x03}).CloseWrite() }, ErrCodeClosedCriticalStream},
 		// RFC 9204 §4.4.3: an Increment of zero, or one beyond what the
-		// encoder sent (this one never inserts).
+		// encoder sent (this one has inserted nothing yet).
 		{"QPACK Insert Count Increment 0", func(rc *rawClient) { rc.uni([]byte{0x03, 0x00}) }, ErrCodeQPACKDecoderStream},
 		{"QPACK Insert Count Increment 1", func(rc *rawClient) { rc.uni([]byte{0x03, 0x01}) }, ErrCodeQPACKDecoderStream},
 		{"QPACK Insert Count Increment after other instructions", func(rc *rawClient) {
