@@ -63,7 +63,8 @@ func TestGetFollowsFileServerRedirect(t *testing.T) {
 	go func() { done <- s.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
 	out := t.TempDir()
-	res, err := Get(context.Background(), []string{"https://" + s.Addr().String() + "/index.html"}, ClientConfig{ALPN: []string{"h3"}, Insecure: true, OutDir: out})
+	cfg := ClientConfig{ALPN: []string{"h3"}, Insecure: true, OutDir: out}
+	res, err := Get(context.Background(), []string{"https://" + s.Addr().String() + "/index.html"}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

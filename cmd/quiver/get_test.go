@@ -33,7 +33,8 @@ func TestGetStallNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop}}})
+	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{h3.ALPNHQInterop}}
+	ep, err := quic.Listen("udp", "127.0.0.1:0", &quic.Config{TLSConfig: tlsConf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,8 @@ func TestGetStallNotice(t *testing.T) {
 	stderr := &lineWriter{re: regexp.MustCompile(`(/silent: no data for \S+ \(0 bytes so far\))`), got: make(chan string, 1)}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"get", "--insecure", "--alpn", "hq-interop", "--stall", "20ms", "https://" + ep.Addr().String() + "/silent"}, new(bytes.Buffer), stderr)
+		args := []string{"get", "--insecure", "--alpn", "hq-interop", "--stall", "20ms", "https://" + ep.Addr().String() + "/silent"}
+		done <- run(ctx, args, new(bytes.Buffer), stderr)
 	}()
 	select {
 	case <-stderr.got:

@@ -91,9 +91,11 @@ func serveCommand() *command {
 			fs.Uint64Var(&o.maxDatagramFrame, "max-datagram-frame-size", 65535, "max_datagram_frame_size announced with --datagrams, in `bytes`")
 			fs.BoolVar(&o.greaseQUICBit, "grease-quic-bit", true, "advertise grease_quic_bit and accept packets with the QUIC bit cleared (RFC 9287)")
 			fs.Uint64Var(&o.keyUpdateInterval, "key-update-interval", 0, "update the 1-RTT keys every `packets` sealed (RFC 9001 §6; 0: the engine's 2^21)")
-			fs.DurationVar(&o.minAckDelay, "min-ack-delay", time.Millisecond, "min_ack_delay to advertise, which lets clients send ACK_FREQUENCY (0 turns the extension off)")
+			fs.DurationVar(&o.minAckDelay, "min-ack-delay", time.Millisecond,
+				"min_ack_delay to advertise, which lets clients send ACK_FREQUENCY (0 turns the extension off)")
 			fs.StringVar(&o.ackRatio, "ack-ratio", "", "ask clients for one ACK per `N` packets with ACK_FREQUENCY, or adaptive (default: RFC 9000's rate)")
-			fs.StringVar(&o.versions, "versions", "1,2", "QUIC `versions` accepted, in order of preference (1, 2 or hex); a client offering a preferred one is upgraded (RFC 9368)")
+			fs.StringVar(&o.versions, "versions", "1,2",
+				"QUIC `versions` accepted, in order of preference (1, 2 or hex); a client offering a preferred one is upgraded (RFC 9368)")
 			fs.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Second, "max_idle_timeout (0: none)")
 			fs.DurationVar(&o.maxAckDelay, "max-ack-delay", 25*time.Millisecond, "max_ack_delay transport parameter")
 			fs.Int64Var(&o.maxStreamsBidi, "max-streams-bidi", 100, "concurrent bidirectional `streams` a client may open")
@@ -107,7 +109,8 @@ func serveCommand() *command {
 			fs.IntVar(&o.cidLen, "cid-len", 8, "length of the connection IDs issued, 0 to 20 (0: zero-length, routed by address)")
 			fs.StringVar(&o.cc, "cc", "cubic", "congestion controller: `name` cubic or reno")
 			fs.Uint64Var(&o.activeCIDLimit, "active-cid-limit", 4, "active_connection_id_limit: connection IDs a client may give the server (at least 2)")
-			fs.StringVar(&o.resetKey, "stateless-reset-key", "", "`file` holding a 32-byte key in hex from which stateless reset tokens derive, so that a restarted server can reset the connections it forgot (RFC 9000 §10.3.2; default: a random key per run)")
+			fs.StringVar(&o.resetKey, "stateless-reset-key", "", "`file` holding a 32-byte key in hex from which stateless reset tokens derive, "+
+				"so that a restarted server can reset the connections it forgot (RFC 9000 §10.3.2; default: a random key per run)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {

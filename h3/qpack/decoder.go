@@ -206,7 +206,8 @@ func (d *Decoder) block(ctx context.Context, stream, ric uint64) error {
 	// it promised to support, it MUST treat this as a connection error of
 	// type QPACK_DECOMPRESSION_FAILED."
 	if d.blocked >= d.maxBlocked {
-		return errorf(ErrDecompressionFailed, "stream %d would be blocked stream number %d; SETTINGS_QPACK_BLOCKED_STREAMS is %d (RFC 9204 §2.1.2)", stream, d.blocked+1, d.maxBlocked)
+		return errorf(ErrDecompressionFailed, "stream %d would be blocked stream number %d; SETTINGS_QPACK_BLOCKED_STREAMS is %d (RFC 9204 §2.1.2)",
+			stream, d.blocked+1, d.maxBlocked)
 	}
 	d.blocked++
 	defer func() { d.blocked-- }()
@@ -242,7 +243,8 @@ func (d *Decoder) requiredInsertCount(enc uint64) (uint64, error) {
 	// not have been produced by a conformant encoder, it MUST treat this
 	// as a connection error of type QPACK_DECOMPRESSION_FAILED."
 	bad := func() (uint64, error) {
-		return 0, errorf(ErrDecompressionFailed, "Encoded Required Insert Count %d cannot come from a conformant encoder (table capacity %d, %d inserts; RFC 9204 §4.5.1.1)", enc, d.maxCapacity, d.t.inserted())
+		return 0, errorf(ErrDecompressionFailed, "Encoded Required Insert Count %d cannot come from a conformant encoder (table capacity %d, %d inserts; RFC 9204 §4.5.1.1)",
+			enc, d.maxCapacity, d.t.inserted())
 	}
 	if enc > fullRange {
 		return bad()

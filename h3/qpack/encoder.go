@@ -286,7 +286,8 @@ func (e *Encoder) apply(in decoderInstruction) error {
 		// beyond what the encoder has sent, MUST treat this as a
 		// connection error of type QPACK_DECODER_STREAM_ERROR."
 		if in.value == 0 || in.value > e.t.inserted()-e.known {
-			return errorf(ErrDecoderStream, "Insert Count Increment of %d with Known Received Count %d and %d inserts sent (RFC 9204 §4.4.3)", in.value, e.known, e.t.inserted())
+			return errorf(ErrDecoderStream, "Insert Count Increment of %d with Known Received Count %d and %d inserts sent (RFC 9204 §4.4.3)",
+				in.value, e.known, e.t.inserted())
 		}
 		e.known += in.value
 	}

@@ -186,8 +186,10 @@ func TestDecoderErrors(t *testing.T) {
 	newDec := func() *Decoder { return NewDecoder(256, 1, func([]byte) {}) }
 	ctx := context.Background()
 	wantCode(t, "capacity above the maximum", newDec().WriteEncoderStream(appendSetCapacity(nil, 257)), ErrEncoderStream)
-	wantCode(t, "entry too large", newDec().WriteEncoderStream(appendInsertLiteral(appendSetCapacity(nil, 64), "x-quiver", strings.Repeat("q", 160))), ErrEncoderStream)
-	wantCode(t, "static index 120 on the encoder stream", newDec().WriteEncoderStream(appendInsertNameRef(appendSetCapacity(nil, 256), true, 120, "x")), ErrEncoderStream)
+	tooLarge := appendInsertLiteral(appendSetCapacity(nil, 64), "x-quiver", strings.Repeat("q", 160))
+	wantCode(t, "entry too large", newDec().WriteEncoderStream(tooLarge), ErrEncoderStream)
+	static120 := appendInsertNameRef(appendSetCapacity(nil, 256), true, 120, "x")
+	wantCode(t, "static index 120 on the encoder stream", newDec().WriteEncoderStream(static120), ErrEncoderStream)
 	wantCode(t, "relative index beyond the inserts", newDec().WriteEncoderStream(appendDuplicate(appendSetCapacity(nil, 256), 0)), ErrEncoderStream)
 	d := newDec()
 	// Evict entry 0 by inserting entries until it goes, then name it.
