@@ -243,7 +243,8 @@ func (d *Decoder) requiredInsertCount(enc uint64) (uint64, error) {
 	// not have been produced by a conformant encoder, it MUST treat this
 	// as a connection error of type QPACK_DECOMPRESSION_FAILED."
 	bad := func() (uint64, error) {
-		return 0, errorf(ErrDecompressionFailed, "Encoded Required Insert Count %d cannot come from a conformant encoder (table capacity %d, %d inserts; RFC 9204 §4.5.1.1)",
+		return 0, errorf(ErrDecompressionFailed,
+			"Encoded Required Insert Count %d cannot come from a conformant encoder (table capacity %d, %d inserts; RFC 9204 §4.5.1.1)",
 			enc, d.maxCapacity, d.t.inserted())
 	}
 	if enc > fullRange {
