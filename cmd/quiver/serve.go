@@ -87,10 +87,10 @@ func serveCommand() *command {
 			fs.StringVar(&o.cipher, "cipher", "", cipherFlagUsage)
 			fs.StringVar(&o.preferred, "preferred-address", "", "also serve on `addresses` (IPv4 and/or IPv6 host:port, comma-separated) and ask clients to move there after the handshake (RFC 9000 §9.6)")
 			fs.BoolVar(&o.zeroRTT, "0rtt", false, "issue session tickets that allow 0-RTT and accept early data from resuming clients (RFC 9001 §4.6)")
-			fs.StringVar(&o.datagrams, "datagrams", "off", "DATAGRAM frames (RFC 9221): `mode` off, echo (send each back) or discard")
+			fs.StringVar(&o.datagrams, "datagrams", "off", "DATAGRAM frames (RFC 9221), `mode` off, echo (send each back) or discard")
 			fs.Uint64Var(&o.maxDatagramFrame, "max-datagram-frame-size", 65535, "max_datagram_frame_size announced with --datagrams, in `bytes`")
 			fs.BoolVar(&o.greaseQUICBit, "grease-quic-bit", true, "advertise grease_quic_bit and accept packets with the QUIC bit cleared (RFC 9287)")
-			fs.Uint64Var(&o.keyUpdateInterval, "key-update-interval", 0, "update the 1-RTT keys every `packets` sealed (RFC 9001 §6; 0: the engine's 2^21)")
+			fs.Uint64Var(&o.keyUpdateInterval, "key-update-interval", 0, "update the 1-RTT keys after this many `packets` sealed (RFC 9001 §6; 0: the engine's 2^21)")
 			fs.DurationVar(&o.minAckDelay, "min-ack-delay", time.Millisecond,
 				"min_ack_delay to advertise, which lets clients send ACK_FREQUENCY (0 turns the extension off)")
 			fs.StringVar(&o.ackRatio, "ack-ratio", "", "ask clients for one ACK per `N` packets with ACK_FREQUENCY, or adaptive (default: RFC 9000's rate)")
@@ -107,7 +107,7 @@ func serveCommand() *command {
 			fs.BoolVar(&o.pmtud, "pmtud", true, "discover the path MTU (DPLPMTUD, RFC 9000 §14.3); off: 1200-byte datagrams")
 			fs.BoolVar(&o.ecn, "ecn", true, "mark packets ECT(0) and validate ECN (RFC 9000 §13.4)")
 			fs.IntVar(&o.cidLen, "cid-len", 8, "length of the connection IDs issued, 0 to 20 (0: zero-length, routed by address)")
-			fs.StringVar(&o.cc, "cc", "cubic", "congestion controller: `name` cubic or reno")
+			fs.StringVar(&o.cc, "cc", "cubic", "congestion controller `name`: cubic or reno")
 			fs.Uint64Var(&o.activeCIDLimit, "active-cid-limit", 4, "active_connection_id_limit: connection IDs a client may give the server (at least 2)")
 			fs.StringVar(&o.resetKey, "stateless-reset-key", "", "`file` holding a 32-byte key in hex from which stateless reset tokens derive, "+
 				"so that a restarted server can reset the connections it forgot (RFC 9000 §10.3.2; default: a random key per run)")
