@@ -1,10 +1,11 @@
 package h3
 
 import (
+	"context"
 	"io"
 	"net/http"
 
-	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
 // Reading HTTP messages from request streams (RFC 9114 §4.1): a HEADERS
@@ -40,7 +41,7 @@ func unexpectedOnRequestStream(f Frame, isServer bool) *Error {
 
 // readHeaderSection reads frames up to the first HEADERS frame and decodes
 // it. It returns io.EOF if the stream ends cleanly before any HEADERS.
-func readHeaderSection(fr *frameReader, isServer bool, limit uint64) ([]qpack.HeaderField, error) {
+func readHeaderSection(ctx context.Context, s *session, st Stream, fr *frameReader, isServer bool) ([]qpack.HeaderField, error) {
 	for {
 		f, _, err := fr.readFrame()
 		if err != nil {
@@ -53,7 +54,7 @@ func readHeaderSection(fr *frameReader, isServer bool, limit uint64) ([]qpack.He
 		if !ok {
 			return nil, unexpectedOnRequestStream(f, isServer)
 		}
-		return decodeFieldSection(h.FieldSection, limit)
+		return s.decodeFields(ctx, st.ID(), h.FieldSection, s.maxFieldSection)
 	}
 }
 
@@ -120,7 +121,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 // readTrailers decodes the trailer section and requires that nothing but
 // unknown frames follows it.
 func (b *bodyReader) readTrailers(h *HeadersFrame) error {
-	fields, err := decodeFieldSection(h.FieldSection, b.s.maxFieldSection)
+	fields, err := b.s.decodeFields(b.s.ctx, b.st.ID(), h.FieldSection, b.s.maxFieldSection)
 	if err != nil {
 		if _, ok := err.(errFieldSectionTooLarge); ok {
 			return streamError(ErrCodeExcessiveLoad, "%v", err)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
 // ClientConfig configures a ClientConn. The zero value is usable.
@@ -23,6 +23,12 @@ type ClientConfig struct {
 	MaxHeaderBytes int
 	// EnableDatagrams advertises SETTINGS_H3_DATAGRAM = 1 (RFC 9297).
 	EnableDatagrams bool
+	// QPACKMaxTableCapacity and QPACKBlockedStreams are the dynamic table
+	// the server's encoder may use (RFC 9204 §5): zero means
+	// DefaultQPACKMaxTableCapacity and DefaultQPACKBlockedStreams, a
+	// negative value none.
+	QPACKMaxTableCapacity int
+	QPACKBlockedStreams   int
 }
 
 // ClientConn is the client side of one HTTP/3 connection. It is an
@@ -45,7 +51,7 @@ func NewClientConn(ctx context.Context, conn Conn, cfg *ClientConfig) (*ClientCo
 		cfg = &ClientConfig{}
 	}
 	c := &ClientConn{
-		s:       newSession(conn, false, cfg.MaxHeaderBytes, cfg.EnableDatagrams),
+		s:       newSession(conn, false, cfg.MaxHeaderBytes, cfg.EnableDatagrams, qpackLimits{cfg.QPACKMaxTableCapacity, cfg.QPACKBlockedStreams}),
 		streams: make(map[int64]Stream),
 	}
 	c.s.onGoAway = c.goAway
@@ -56,6 +62,23 @@ func NewClientConn(ctx context.Context, conn Conn, cfg *ClientConfig) (*ClientCo
 	}
 	go c.rejectServerStreams()
 	return c, nil
+}
+
+// QPACKStats says how the connection's QPACK dynamic tables were used.
+type QPACKStats struct {
+	// Inserts is how many entries our encoder inserted, KnownReceived how
+	// many of them the peer acknowledged, AckedSections how many of our
+	// field sections that referred to them the peer acknowledged.
+	Inserts, KnownReceived, AckedSections uint64
+	// DynamicSections is how many of the peer's field sections referred
+	// to the table the peer's encoder built.
+	DynamicSections uint64
+}
+
+// QPACKStats reports the connection's use of QPACK dynamic tables.
+func (c *ClientConn) QPACKStats() QPACKStats {
+	return QPACKStats{Inserts: c.s.enc.InsertCount(), KnownReceived: c.s.enc.KnownReceivedCount(),
+		AckedSections: c.s.enc.AckedSections(), DynamicSections: c.s.dec.DynamicSections()}
 }
 
 // rejectServerStreams ends the connection at the first server-initiated
@@ -140,7 +163,7 @@ func (c *ClientConn) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, ErrGoAway
 	}
-	section, err := encodeRequestHead(req)
+	fields, err := requestHeadFields(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -189,7 +212,7 @@ func (c *ClientConn) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 
-	hf := headersFrame(section)
+	hf := headersFrame(c.s.encodeFields(st.ID(), fields))
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if _, err := st.Write(hf); err != nil {
 		closeBody(req)
@@ -206,7 +229,7 @@ func (c *ClientConn) RoundTrip(req *http.Request) (*http.Response, error) {
 	fr := newFrameReader(bufio.NewReaderSize(st, 16<<10), c.s.maxFieldSection)
 	trace := httptrace.ContextClientTrace(ctx)
 	for {
-		fields, err := readHeaderSection(fr, false, c.s.maxFieldSection)
+		fields, err := readHeaderSection(ctx, c.s, st, fr, false)
 		if err == io.EOF {
 			return fail(streamError(ErrCodeRequestIncomplete, "server closed the stream without a response"))
 		}
@@ -356,8 +379,8 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// encodeRequestHead encodes the request's header section (RFC 9114 §4.3.1).
-func encodeRequestHead(req *http.Request) ([]byte, error) {
+// requestHeadFields lists the request's header section (RFC 9114 §4.3.1).
+func requestHeadFields(req *http.Request) ([]qpack.HeaderField, error) {
 	authority := req.Host
 	if authority == "" {
 		authority = req.URL.Host
@@ -407,5 +430,5 @@ func encodeRequestHead(req *http.Request) ([]byte, error) {
 	}
 	// :authority replaces Host (RFC 9114 §4.3.1: clients "SHOULD use the
 	// :authority pseudo-header field instead of the Host header field").
-	return encodeFieldSection(pseudo, h, func(name string) bool { return name == "host" }), nil
+	return fieldList(pseudo, h, func(name string) bool { return name == "host" }), nil
 }

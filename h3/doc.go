@@ -14,11 +14,15 @@
 // hq-interop: [ServeHQ] and [GetHQ]. The package example runs both over
 // loopback.
 //
-// QPACK is static-table only: the endpoint advertises
-// SETTINGS_QPACK_MAX_TABLE_CAPACITY = 0 and SETTINGS_QPACK_BLOCKED_STREAMS = 0,
-// opens its encoder and decoder streams as RFC 9204 §4.2 expects, and never
-// writes an instruction on them. Server push is not implemented: a client
-// never sends MAX_PUSH_ID, so a conformant server never pushes.
+// QPACK is Quiver's own (package h3/qpack), with a dynamic table both ways:
+// the endpoint advertises SETTINGS_QPACK_MAX_TABLE_CAPACITY 4096 and
+// SETTINGS_QPACK_BLOCKED_STREAMS 16 by default (Server and ClientConfig
+// fields change or turn them off), and once the peer's SETTINGS allow a
+// table its encoder inserts the fields worth remembering and refers to them
+// after the peer acknowledges them, so the peer's streams never block.
+// [ClientConn.QPACKStats] tells how the tables were used. Server push is not
+// implemented: a client never sends MAX_PUSH_ID, so a conformant server
+// never pushes.
 //
 // Protocol violations by the peer become an [*Error] carrying the HTTP/3 error
 // code, whether it is a connection or a stream error, and the RFC sentence that

@@ -1,18 +1,16 @@
 package h3
 
 import (
-	"bytes"
-	"errors"
-	"io"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
-// HTTP fields (RFC 9114 §4.2, §4.3) and their QPACK encoding. Encoding uses
-// only the static table and literals, so it never needs the encoder stream.
+// HTTP fields (RFC 9114 §4.2, §4.3) and their QPACK encoding (h3/qpack,
+// with the dynamic table when the peer allows one).
 
 // connectionSpecific lists the fields RFC 9114 §4.2 forbids: "An endpoint
 // MUST NOT generate an HTTP/3 field section containing connection-specific
@@ -26,15 +24,11 @@ var connectionSpecific = map[string]bool{
 	"upgrade":           true,
 }
 
-// encodeFieldSection QPACK-encodes pseudo-header fields then the fields of h,
-// with names lowercased and connection-specific fields, and those for which
-// skip returns true, left out.
-func encodeFieldSection(pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []byte {
-	var buf bytes.Buffer
-	enc := qpack.NewEncoder(&buf)
-	for _, f := range pseudo {
-		enc.WriteField(f) // writes to a bytes.Buffer cannot fail
-	}
+// fieldList lists pseudo-header fields then the fields of h, with names
+// lowercased and connection-specific fields, and those for which skip
+// returns true, left out.
+func fieldList(pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []qpack.HeaderField {
+	fields := append([]qpack.HeaderField(nil), pseudo...)
 	for k, vs := range h {
 		name := strings.ToLower(k)
 		// RFC 9114 §4.2: "Characters in field names MUST be converted to
@@ -49,11 +43,15 @@ func encodeFieldSection(pseudo []qpack.HeaderField, h http.Header, skip func(nam
 			vs = []string{"trailers"}
 		}
 		for _, v := range vs {
-			enc.WriteField(qpack.HeaderField{Name: name, Value: v})
+			fields = append(fields, qpack.HeaderField{Name: name, Value: v})
 		}
 	}
-	enc.Close()
-	return buf.Bytes()
+	return fields
+}
+
+// encodeFieldSection QPACK-encodes fieldList(pseudo, h, skip) for stream.
+func (s *session) encodeFieldSection(stream int64, pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []byte {
+	return s.encodeFields(stream, fieldList(pseudo, h, skip))
 }
 
 // headersFrame wraps an encoded field section in a HEADERS frame.
@@ -69,30 +67,14 @@ func (e errFieldSectionTooLarge) Error() string {
 	return "h3: field section of " + strconv.FormatUint(e.size, 10) + " bytes exceeds the limit of " + strconv.FormatUint(e.limit, 10)
 }
 
-// decodeFieldSection decodes a QPACK field section. A decoding failure is a
-// QPACK_DECOMPRESSION_FAILED connection error (RFC 9204 §6); a section whose
-// size, counted as RFC 9114 §4.2.2 says (name + value + 32 per field), exceeds
-// limit returns errFieldSectionTooLarge.
+// decodeFieldSection decodes a QPACK field section that needs no dynamic
+// table (a decoder allowing none): what the fuzz targets feed the request
+// and response parsers. A failure is a QPACK_DECOMPRESSION_FAILED
+// connection error; a section above limit (RFC 9114 §4.2.2 counting)
+// returns errFieldSectionTooLarge.
 func decodeFieldSection(p []byte, limit uint64) ([]qpack.HeaderField, error) {
-	dec := qpack.NewDecoder()
-	next := dec.Decode(p)
-	var fields []qpack.HeaderField
-	var size uint64
-	for {
-		f, err := next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, connError(ErrCodeQPACKDecompression, "QPACK: %v (this endpoint's dynamic table capacity is 0)", err)
-		}
-		size += uint64(len(f.Name)+len(f.Value)) + 32
-		if size > limit {
-			return nil, errFieldSectionTooLarge{size, limit}
-		}
-		fields = append(fields, f)
-	}
-	return fields, nil
+	s := &session{dec: qpack.NewDecoder(0, 0, func([]byte) {}), ctx: context.Background()}
+	return s.decodeFields(context.Background(), 0, p, limit)
 }
 
 // malformed builds the stream error of RFC 9114 §4.1.2: "Malformed requests

@@ -14,7 +14,7 @@ import (
 	"testing/fstest"
 	"testing/synctest"
 
-	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
 // h3Test is a Server and a ClientConn joined by an in-memory connection.
@@ -369,13 +369,10 @@ func (rc *rawClient) wantConnError(code ErrCode) {
 	}
 }
 
+// encodeRaw encodes fields with the static table and literals only (an
+// encoder that never learned the peer's table capacity).
 func encodeRaw(fields []qpack.HeaderField) []byte {
-	var buf bytes.Buffer
-	enc := qpack.NewEncoder(&buf)
-	for _, f := range fields {
-		enc.WriteField(f)
-	}
-	return buf.Bytes()
+	return qpack.NewEncoder(0, func([]byte) {}).Encode(0, fields)
 }
 
 func fieldsOf(kv ...string) []qpack.HeaderField {
@@ -437,10 +434,12 @@ func TestServerConnectionErrors(t *testing.T) {
 			rc.uni([]byte{0x02})
 			rc.uni([]byte{0x02})
 		}, ErrCodeStreamCreationError},
-		{"QPACK encoder instruction with capacity 0", func(rc *rawClient) { rc.uni([]byte{0x02, 0x3f, 0x01}) }, ErrCodeQPACKEncoderStream},
+		// Set Dynamic Table Capacity 4097, above the 4096 advertised (RFC
+		// 9204 §4.3.1).
+		{"QPACK capacity above SETTINGS_QPACK_MAX_TABLE_CAPACITY", func(rc *rawClient) { rc.uni([]byte{0x02, 0x3f, 0xe2, 0x1f}) }, ErrCodeQPACKEncoderStream},
 		{"QPACK decoder stream closed", func(rc *rawClient) { rc.uni([]byte{0x03}).CloseWrite() }, ErrCodeClosedCriticalStream},
 		// RFC 9204 §4.4.3: an Increment of zero, or one beyond what the
-		// encoder sent (this one never inserts).
+		// encoder sent (this one has inserted nothing yet).
 		{"QPACK Insert Count Increment 0", func(rc *rawClient) { rc.uni([]byte{0x03, 0x00}) }, ErrCodeQPACKDecoderStream},
 		{"QPACK Insert Count Increment 1", func(rc *rawClient) { rc.uni([]byte{0x03, 0x01}) }, ErrCodeQPACKDecoderStream},
 		{"QPACK Insert Count Increment after other instructions", func(rc *rawClient) {
@@ -457,8 +456,10 @@ func TestServerConnectionErrors(t *testing.T) {
 		{"DATA after trailers", func(rc *rawClient) {
 			rc.request(goodRequest, &HeadersFrame{FieldSection: encodeRaw(fieldsOf("x-t", "1"))}, &DataFrame{Data: []byte("x")})
 		}, ErrCodeFrameUnexpected},
-		{"QPACK dynamic table reference", func(rc *rawClient) {
-			rc.rawRequest((&HeadersFrame{FieldSection: []byte{0x02, 0x00, 0x80}}).Append(nil))
+		// Encoded Required Insert Count 257, above 2 × (4096 / 32): no
+		// conformant encoder produces it (RFC 9204 §4.5.1.1).
+		{"QPACK impossible Required Insert Count", func(rc *rawClient) {
+			rc.rawRequest((&HeadersFrame{FieldSection: []byte{0xff, 0x02, 0x00, 0x80}}).Append(nil))
 		}, ErrCodeQPACKDecompression},
 		{"truncated HEADERS", func(rc *rawClient) {
 			b := (&HeadersFrame{FieldSection: encodeRaw(goodRequest)}).Append(nil)

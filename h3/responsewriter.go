@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
 // responseBuffer is how much small-write content a response buffers before
@@ -17,6 +17,7 @@ const responseBuffer = 16 << 10
 // withholds the HEADERS frame until the first flush, so a handler that
 // writes less than responseBuffer bytes and returns gets a Content-Length.
 type responseWriter struct {
+	s      *session
 	st     Stream
 	req    *http.Request
 	header http.Header
@@ -38,8 +39,8 @@ var (
 	_ http.Flusher        = (*responseWriter)(nil)
 )
 
-func newResponseWriter(st Stream, req *http.Request) *responseWriter {
-	return &responseWriter{st: st, req: req, header: make(http.Header), declaredLen: -1}
+func newResponseWriter(s *session, st Stream, req *http.Request) *responseWriter {
+	return &responseWriter{s: s, st: st, req: req, header: make(http.Header), declaredLen: -1}
 }
 
 // Header implements http.ResponseWriter.
@@ -62,7 +63,7 @@ func (w *responseWriter) WriteHeader(code int) {
 		// RFC 9114 §4.1: "A server sends zero or more interim HTTP
 		// responses on the same stream as the request, followed by a
 		// single final HTTP response".
-		w.writeStream(headersFrame(encodeFieldSection(statusField(code), w.header, nil)))
+		w.writeStream(headersFrame(w.s.encodeFieldSection(w.st.ID(), statusField(code), w.header, nil)))
 		return
 	}
 	w.wroteHeader = true
@@ -149,7 +150,7 @@ func (w *responseWriter) flush(last bool) error {
 		if last && w.declaredLen < 0 && w.bodyAllowed {
 			h.Set("Content-Length", strconv.FormatInt(w.written, 10))
 		}
-		section := encodeFieldSection(statusField(w.status), h, isTrailerName)
+		section := w.s.encodeFieldSection(w.st.ID(), statusField(w.status), h, isTrailerName)
 		out = make([]byte, 0, len(section)+16+len(w.buf)+16)
 		out = (&HeadersFrame{FieldSection: section}).Append(out)
 	}
@@ -199,7 +200,7 @@ func (w *responseWriter) finish() error {
 		return http.ErrContentLength
 	}
 	if t := w.trailers(); len(t) > 0 {
-		if err := w.writeStream(headersFrame(encodeFieldSection(nil, t, nil))); err != nil {
+		if err := w.writeStream(headersFrame(w.s.encodeFieldSection(w.st.ID(), nil, t, nil))); err != nil {
 			w.st.Reset(uint64(ErrCodeInternalError))
 			return err
 		}

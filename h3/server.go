@@ -24,6 +24,12 @@ type Server struct {
 	MaxHeaderBytes int
 	// EnableDatagrams advertises SETTINGS_H3_DATAGRAM = 1 (RFC 9297).
 	EnableDatagrams bool
+	// QPACKMaxTableCapacity and QPACKBlockedStreams are the dynamic table
+	// the client's encoder may use (RFC 9204 §5): zero means
+	// DefaultQPACKMaxTableCapacity and DefaultQPACKBlockedStreams, a
+	// negative value none.
+	QPACKMaxTableCapacity int
+	QPACKBlockedStreams   int
 	// Logger receives handler panics; nil means slog.Default().
 	Logger *slog.Logger
 	// ShutdownGrace is how long a graceful shutdown waits, once the last
@@ -54,7 +60,7 @@ type serverConn struct {
 // returns nil. Otherwise it returns why the connection ended; an *Error if
 // the peer violated the protocol.
 func (srv *Server) ServeConn(ctx context.Context, conn Conn) error {
-	s := newSession(conn, true, srv.MaxHeaderBytes, srv.EnableDatagrams)
+	s := newSession(conn, true, srv.MaxHeaderBytes, srv.EnableDatagrams, qpackLimits{srv.QPACKMaxTableCapacity, srv.QPACKBlockedStreams})
 	if err := s.start(ctx); err != nil {
 		conn.Close(uint64(ErrCodeInternalError), "")
 		s.cancel()
@@ -162,7 +168,7 @@ func (sc *serverConn) serveStream(st Stream) {
 	defer sc.release()
 	s := sc.s
 	fr := newFrameReader(bufio.NewReaderSize(st, 16<<10), s.maxFieldSection)
-	fields, err := readHeaderSection(fr, true, s.maxFieldSection)
+	fields, err := readHeaderSection(sc.reqBase, s, st, fr, true)
 	if err != nil {
 		sc.requestFailed(st, err)
 		return
@@ -182,7 +188,7 @@ func (sc *serverConn) serveStream(st Stream) {
 	ctx, cancel := context.WithCancel(sc.reqBase)
 	defer cancel()
 	req = req.WithContext(ctx)
-	rw := newResponseWriter(st, req)
+	rw := newResponseWriter(s, st, req)
 	if sc.runHandler(rw, req) {
 		if rw.finish() != nil {
 			return
@@ -232,7 +238,7 @@ func (sc *serverConn) requestFailed(st Stream, err error) {
 		// RFC 9114 §4.2.2: "A server that receives a larger header section
 		// than it is willing to handle can send an HTTP 431 (Request Header
 		// Fields Too Large) status code".
-		st.Write(headersFrame(encodeFieldSection(statusField(http.StatusRequestHeaderFieldsTooLarge), nil, nil)))
+		st.Write(headersFrame(sc.s.encodeFieldSection(st.ID(), statusField(http.StatusRequestHeaderFieldsTooLarge), nil, nil)))
 		st.CloseWrite()
 		// The 431 is a complete response, so RFC 9114 §4.1.1 lets the
 		// server stop the rest of the request "without error by triggering

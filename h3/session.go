@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+
+	"github.com/quiver-quic/quiver/h3/qpack"
 )
 
 // Unidirectional stream types (RFC 9114 §6.2, RFC 9204 §4.2).
@@ -57,9 +59,42 @@ type session struct {
 	goAwaySentID uint64
 	maxPushID    uint64 // last MAX_PUSH_ID received (server)
 	maxPushIDSet bool
+
+	// QPACK (RFC 9204): our encoder writes the encoder stream, our
+	// decoder the decoder stream, each through a queue drained by its
+	// own goroutine so that neither ever blocks on flow control.
+	enc    *qpack.Encoder
+	dec    *qpack.Decoder
+	encOut *instructionQueue
+	decOut *instructionQueue
 }
 
-func newSession(conn Conn, isServer bool, maxHeaderBytes int, datagrams bool) *session {
+// QPACK defaults: the dynamic table capacity and the blocked streams a
+// Server or ClientConn allows its peer (SETTINGS_QPACK_MAX_TABLE_CAPACITY
+// and SETTINGS_QPACK_BLOCKED_STREAMS).
+const (
+	DefaultQPACKMaxTableCapacity = qpack.DefaultTableCapacity
+	DefaultQPACKBlockedStreams   = 16
+)
+
+// qpackLimits are the QPACK settings a Server or ClientConn advertises:
+// zero means the default, a negative value none.
+type qpackLimits struct{ capacity, blocked int }
+
+func (l qpackLimits) values() (capacity, blocked uint64) {
+	pick := func(v, def int) uint64 {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0:
+			return uint64(def)
+		}
+		return uint64(v)
+	}
+	return pick(l.capacity, DefaultQPACKMaxTableCapacity), pick(l.blocked, DefaultQPACKBlockedStreams)
+}
+
+func newSession(conn Conn, isServer bool, maxHeaderBytes int, datagrams bool, ql qpackLimits) *session {
 	if maxHeaderBytes <= 0 {
 		maxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -70,10 +105,15 @@ func newSession(conn Conn, isServer bool, maxHeaderBytes int, datagrams bool) *s
 		settingsReady:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	capacity, blocked := ql.values()
+	s.encOut = newInstructionQueue(s)
+	s.decOut = newInstructionQueue(s)
+	s.enc = qpack.NewEncoder(0, s.encOut.add)
+	s.dec = qpack.NewDecoder(capacity, blocked, s.decOut.add)
 	s.local = &SettingsFrame{Settings: []Setting{
-		{SettingQPACKMaxTableCapacity, 0},
+		{SettingQPACKMaxTableCapacity, capacity},
 		{SettingMaxFieldSectionSize, uint64(maxHeaderBytes)},
-		{SettingQPACKBlockedStreams, 0},
+		{SettingQPACKBlockedStreams, blocked},
 	}}
 	if datagrams {
 		s.local.Settings = append(s.local.Settings, Setting{SettingH3Datagram, 1})
@@ -102,16 +142,20 @@ func (s *session) start(ctx context.Context) error {
 	s.ctrl = ctrl
 	s.ctrlMu.Unlock()
 	// RFC 9204 §4.2: "Each endpoint MUST initiate, at most, one encoder
-	// stream and, at most, one decoder stream." Both are opened even though
-	// this endpoint never writes an instruction, as peers expect them.
-	for _, t := range []uint64{StreamTypeQPACKEncoder, StreamTypeQPACKDecoder} {
+	// stream and, at most, one decoder stream." Both are opened at once,
+	// as peers expect them.
+	for _, q := range []struct {
+		t   uint64
+		out *instructionQueue
+	}{{StreamTypeQPACKEncoder, s.encOut}, {StreamTypeQPACKDecoder, s.decOut}} {
 		st, err := s.conn.OpenUniStream(ctx)
 		if err != nil {
 			return fmt.Errorf("h3: open QPACK stream: %w", err)
 		}
-		if _, err := st.Write(appendVarint(nil, t)); err != nil {
+		if _, err := st.Write(appendVarint(nil, q.t)); err != nil {
 			return fmt.Errorf("h3: write QPACK stream type: %w", err)
 		}
+		go q.out.run(st)
 	}
 	go s.acceptUniStreams()
 	return nil
@@ -280,9 +324,9 @@ func (s *session) handleUni(st Stream) {
 	case 0:
 		cerr = s.readControl(br)
 	case 2:
-		cerr = readQPACKEncoderStream(br)
+		cerr = readQPACKStream(br, s.dec.WriteEncoderStream)
 	case 3:
-		cerr = readQPACKDecoderStream(br)
+		cerr = readQPACKStream(br, s.enc.WriteDecoderStream)
 	}
 	s.criticalStreamEnded(cerr, t)
 }
@@ -307,71 +351,114 @@ func (s *session) criticalStreamEnded(err error, t uint64) {
 	s.end(fmt.Errorf("h3: connection ended: %w", err))
 }
 
-// readQPACKEncoderStream reads the peer's encoder stream. This endpoint
-// advertises a dynamic table capacity of 0, so RFC 9204 §3.2.3 applies: "When
-// the maximum table capacity is zero, the encoder MUST NOT insert entries into
-// the dynamic table and MUST NOT send any encoder instructions on the encoder
-// stream." Set Dynamic Table Capacity to 0 (0x20) is tolerated as harmless.
-func readQPACKEncoderStream(br *bufio.Reader) error {
+// readQPACKStream feeds the peer's encoder or decoder stream to our
+// decoder or encoder until the stream or the connection ends; a QPACK
+// error is a connection error with its code (RFC 9204 §6).
+func readQPACKStream(br *bufio.Reader, write func([]byte) error) error {
+	buf := make([]byte, 4096)
 	for {
-		c, err := br.ReadByte()
+		n, err := br.Read(buf)
+		if n > 0 {
+			if qerr := write(buf[:n]); qerr != nil {
+				return qpackError(qerr)
+			}
+		}
 		if err != nil {
 			return peerReset(err)
-		}
-		if c != 0x20 {
-			return connError(ErrCodeQPACKEncoderStream, "encoder instruction %#x while the advertised maximum table capacity is 0; RFC 9204 §3.2.3: \"When the maximum table capacity is zero, the encoder MUST NOT insert entries into the dynamic table and MUST NOT send any encoder instructions on the encoder stream\"", c)
 		}
 	}
 }
 
-// readQPACKDecoderStream reads the peer's decoder stream (RFC 9204 §4.4).
-// This endpoint's encoder never inserts into the dynamic table, so Section
-// Acknowledgment and Stream Cancellation carry nothing it needs, and any
-// Insert Count Increment is an error: zero always, and a positive one
-// "increases the Known Received Count beyond what the encoder has sent".
-func readQPACKDecoderStream(br *bufio.Reader) error {
+// qpackError turns a QPACK error into a connection error of its code.
+func qpackError(err error) error {
+	var qe *qpack.Error
+	if errors.As(err, &qe) {
+		return connError(ErrCode(qe.Code), "%s", qe.Reason)
+	}
+	return err
+}
+
+// maxQueuedInstructions bounds the QPACK instructions waiting for a peer
+// that does not read our encoder or decoder stream: past it, the peer is
+// holding back its own flow control while it keeps making us write, and
+// the connection ends with H3_EXCESSIVE_LOAD.
+const maxQueuedInstructions = 64 << 10
+
+// instructionQueue holds QPACK instructions for one stream; add never
+// blocks, run writes them in order.
+type instructionQueue struct {
+	s    *session
+	mu   sync.Mutex
+	buf  []byte
+	wake chan struct{}
+}
+
+func newInstructionQueue(s *session) *instructionQueue {
+	return &instructionQueue{s: s, wake: make(chan struct{}, 1)}
+}
+
+func (q *instructionQueue) add(b []byte) {
+	q.mu.Lock()
+	q.buf = append(q.buf, b...)
+	over := len(q.buf) > maxQueuedInstructions
+	q.mu.Unlock()
+	if over {
+		go q.s.fail(connError(ErrCodeExcessiveLoad, "over %d bytes of QPACK instructions wait for a peer that does not read them", maxQueuedInstructions))
+		return
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes queued instructions to st until the session ends.
+func (q *instructionQueue) run(st Stream) {
 	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return peerReset(err)
+		select {
+		case <-q.wake:
+		case <-q.s.ctx.Done():
+			return
 		}
-		prefix := 7 // Section Acknowledgment: 1xxxxxxx
-		switch {
-		case c&0x80 != 0:
-		case c&0x40 != 0: // Stream Cancellation: 01xxxxxx
-			prefix = 6
-		default: // Insert Count Increment: 00xxxxxx
-			prefix = 6
+		q.mu.Lock()
+		b := q.buf
+		q.buf = nil
+		q.mu.Unlock()
+		if len(b) == 0 {
+			continue
 		}
-		v, err := readQPACKInt(br, c, prefix)
-		if err != nil {
-			return peerReset(err)
-		}
-		if c&0xc0 == 0 {
-			return connError(ErrCodeQPACKDecoderStream, "Insert Count Increment of %d while this encoder never inserts; RFC 9204 §4.4.3: \"An encoder that receives an Increment field equal to zero, or one that increases the Known Received Count beyond what the encoder has sent, MUST treat this as a connection error of type QPACK_DECODER_STREAM_ERROR\"", v)
+		if _, err := st.Write(b); err != nil {
+			return
 		}
 	}
 }
 
-// readQPACKInt reads the rest of a prefixed integer (RFC 9204 §4.1.1, RFC
-// 7541 §5.1) whose first byte is first and whose prefix has n bits.
-func readQPACKInt(br *bufio.Reader, first byte, n int) (uint64, error) {
-	max := uint64(1)<<n - 1
-	v := uint64(first) & max
-	if v < max {
-		return v, nil
-	}
-	for shift := 0; shift < 62; shift += 7 {
-		b, err := br.ReadByte()
-		if err != nil {
-			return 0, err
+// encodeFields encodes a field section for stream with our encoder.
+func (s *session) encodeFields(stream int64, fields []qpack.HeaderField) []byte {
+	return s.enc.Encode(uint64(stream), fields)
+}
+
+// decodeFields decodes a field section received on stream. A section that
+// waits for inserts blocks until they come, ctx ends or the session does.
+func (s *session) decodeFields(ctx context.Context, stream int64, p []byte, limit uint64) ([]qpack.HeaderField, error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	unlink := context.AfterFunc(s.ctx, stop)
+	defer unlink()
+	fields, err := s.dec.Decode(ctx, uint64(stream), p, limit)
+	var tl *qpack.TooLargeError
+	switch {
+	case err == nil:
+		return fields, nil
+	case errors.As(err, &tl):
+		return nil, errFieldSectionTooLarge{tl.Size, tl.Limit}
+	case ctx.Err() != nil:
+		if serr := s.Err(); serr != nil {
+			return nil, serr
 		}
-		v += uint64(b&0x7f) << shift
-		if b&0x80 == 0 {
-			return v, nil
-		}
+		return nil, ctx.Err()
 	}
-	return 0, connError(ErrCodeQPACKDecoderStream, "QPACK integer on the decoder stream is too large")
+	return nil, qpackError(err)
 }
 
 // readControl reads the peer's control stream until it ends.
@@ -433,6 +520,12 @@ func (s *session) handleControlFrame(f Frame) error {
 		s.mu.Lock()
 		s.peerSettings = &SettingsFrame{Settings: append([]Setting(nil), f.Settings...)}
 		s.mu.Unlock()
+		// RFC 9204 §3.2.3: "the maximum table capacity is 0 until the
+		// encoder processes a SETTINGS frame with a non-zero value of
+		// SETTINGS_QPACK_MAX_TABLE_CAPACITY."
+		if capacity, ok := f.Get(SettingQPACKMaxTableCapacity); ok {
+			s.enc.SetPeerSettings(capacity)
+		}
 		close(s.settingsReady)
 	case *GoAwayFrame:
 		return s.handleGoAway(f.ID)

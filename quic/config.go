@@ -204,6 +204,12 @@ type Config struct {
 	// connected to even when the server offers a preferred address.
 	IgnorePreferredAddress bool
 
+	// KeyUpdateInterval is how many 1-RTT packets the connection seals
+	// with one set of keys before it updates them on its own (RFC 9001
+	// §6). Default 2^21, a quarter of AES-GCM's confidentiality limit;
+	// smaller values exercise the peer's key update handling.
+	KeyUpdateInterval uint64
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

@@ -63,7 +63,19 @@ type cidState struct {
 	// (RFC 9000 §9.4); recoveryResets counts those resets.
 	newAddrIP      bool
 	recoveryResets int
+	// retiredRoutes are connection IDs the peer retired that still route
+	// to the connection, oldest first, at most maxRetiredRoutes: packets
+	// the peer sent under them before it retired them can arrive after
+	// the retirement (RFC 9000 §9.4: "There could be apparent reordering
+	// at the receiver when an endpoint sends data and probes from/to
+	// multiple addresses during the migration period"), and must not
+	// draw a stateless reset from a server that holds the connection.
+	retiredRoutes [][]byte
 }
+
+// maxRetiredRoutes bounds the retired connection IDs kept routable, so
+// that a peer retiring without end cannot grow the endpoint's table.
+const maxRetiredRoutes = maxIssuedCIDs
 
 // usePeerCID switches to an unused connection ID from the peer, retiring
 // the current one, as an endpoint must when the peer's address changes
@@ -215,7 +227,11 @@ func (s *cidState) onRetireConnectionID(now time.Time, f *wire.RetireConnectionI
 		if bytes.Equal(e.cid, dcid) {
 			return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9000 §19.16: RETIRE_CONNECTION_ID for the connection ID the packet was sent to")
 		}
-		s.c.ep.unregister(e.cid, s.c)
+		s.retiredRoutes = append(s.retiredRoutes, e.cid)
+		if len(s.retiredRoutes) > maxRetiredRoutes {
+			s.c.ep.unregister(s.retiredRoutes[0], s.c)
+			s.retiredRoutes = s.retiredRoutes[1:]
+		}
 		s.local = append(s.local[:i], s.local[i+1:]...)
 		s.issue()
 		return nil

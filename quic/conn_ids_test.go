@@ -109,3 +109,41 @@ func TestStatelessResetTokensChecked(t *testing.T) {
 		c.cids.usePeerCID()
 	}
 }
+
+// TestRetiredConnectionIDStillRoutes: a packet the peer sent under a
+// connection ID it has since retired, arriving after the retirement (two
+// paths during a migration reorder packets, RFC 9000 §9.4), still reaches
+// the connection instead of drawing a stateless reset; beyond
+// maxRetiredRoutes retirements the oldest route goes.
+func TestRetiredConnectionIDStillRoutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sc := startPeerTestConn(t, testServerConfig(t, "hq-interop"))
+		cids := map[uint64][]byte{}
+		p.readFor(time.Second, func(_ spaceID, f wire.Frame) {
+			if nc, ok := f.(*wire.NewConnectionIDFrame); ok {
+				cids[nc.SequenceNumber] = append([]byte(nil), nc.ConnectionID...)
+			}
+		})
+		if cids[1] == nil {
+			t.Fatal("the server issued no connection ID of sequence 1")
+		}
+		first := p.dcid
+		// Move to sequence 1 and retire sequence 0.
+		p.dcid = cids[1]
+		p.writeFrames(appSpace, &wire.RetireConnectionIDFrame{SequenceNumber: 0})
+		p.readFor(time.Second, func(spaceID, wire.Frame) {})
+		// A late packet under the retired ID.
+		p.dcid = first
+		p.writeFrames(appSpace, &wire.PingFrame{})
+		p.wantFrame("an ACK of the packet sent under the retired connection ID", func(_ spaceID, f wire.Frame) bool {
+			_, ok := f.(*wire.AckFrame)
+			return ok
+		})
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sc.cids.retiredRoutes); n != 1 {
+			t.Errorf("%d retired routes kept, want 1", n)
+		}
+	})
+}

@@ -34,6 +34,9 @@ func (c *Conn) onSealed(now time.Time, pn uint64) {
 		interval = c.probe.KeyUpdateInterval
 	}
 	if interval == 0 {
+		interval = c.config.KeyUpdateInterval
+	}
+	if interval == 0 {
 		interval = keyUpdateInterval
 	}
 	if k.sealed < interval || !c.handshakeConfirmed {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic"
@@ -47,7 +49,18 @@ type ClientConfig struct {
 	// EditQUIC, when set, edits the engine configuration before dialing
 	// (tests: probe hooks that make the client misbehave).
 	EditQUIC func(*quic.Config)
+	// StallAfter, when above 0, is how long a download may go without a
+	// byte of body before OnStall is called (again after each further
+	// StallAfter without progress), so that a user is told instead of
+	// waiting in silence for the idle timeout.
+	StallAfter time.Duration
+	// OnStall receives the URL, the bytes so far and how long the
+	// transfer has made no progress.
+	OnStall func(url string, bytes int64, idle time.Duration)
 }
+
+// maxRedirects is how many redirects an HTTP/3 download follows.
+const maxRedirects = 5
 
 // Result is the outcome of one URL.
 type Result struct {
@@ -215,6 +228,11 @@ func fetchOne(ctx context.Context, conn *quic.Conn, cc *h3.ClientConn, raw strin
 	if cfg.Progress != nil {
 		w = &progressWriter{w: w, url: raw, fn: cfg.Progress}
 	}
+	if cfg.StallAfter > 0 && cfg.OnStall != nil {
+		sw := newStallWatch(raw, cfg.StallAfter, cfg.OnStall)
+		defer sw.stop()
+		w = &stallWriter{w: w, sw: sw}
+	}
 	var n int64
 	var err error
 	if cc == nil {
@@ -228,20 +246,71 @@ func fetchOne(ctx context.Context, conn *quic.Conn, cc *h3.ClientConn, raw strin
 	return n, file, err
 }
 
+// getH3 fetches u and follows redirects to the same origin, at most
+// maxRedirects of them.
 func getH3(ctx context.Context, cc *h3.ClientConn, u *url.URL, w io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	for hop := 0; ; hop++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode == http.StatusOK {
+			defer resp.Body.Close()
+			return io.Copy(w, resp.Body)
+		}
+		resp.Body.Close()
+		if !isRedirect(resp.StatusCode) {
+			return 0, fmt.Errorf("HTTP status %s", resp.Status)
+		}
+		next, err := redirectTarget(u, resp.Header.Get("Location"))
+		if err != nil {
+			return 0, fmt.Errorf("HTTP status %s: %w", resp.Status, err)
+		}
+		if hop == maxRedirects {
+			return 0, fmt.Errorf("HTTP status %s: more than %d redirects (last to %s)", resp.Status, maxRedirects, next)
+		}
+		u = next
+	}
+}
+
+// isRedirect reports the statuses whose Location a GET follows (RFC 9110
+// §15.4).
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// redirectTarget resolves a Location against the request's URL and
+// accepts it only on the same origin (scheme, host and port): the
+// connection serves one authority.
+func redirectTarget(from *url.URL, location string) (*url.URL, error) {
+	if location == "" {
+		return nil, fmt.Errorf("redirect without a Location")
+	}
+	to, err := from.Parse(location)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("redirect to an invalid Location %q: %v", location, err)
 	}
-	resp, err := cc.RoundTrip(req)
-	if err != nil {
-		return 0, err
+	if to.Scheme != from.Scheme || originHost(to) != originHost(from) {
+		return nil, fmt.Errorf("redirect to another origin (%s), not followed", to.Redacted())
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("HTTP status %s", resp.Status)
+	to.Fragment = ""
+	return to, nil
+}
+
+// originHost is host:port with the default port made explicit.
+func originHost(u *url.URL) string {
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "443")
 	}
-	return io.Copy(w, resp.Body)
+	return net.JoinHostPort(u.Hostname(), u.Port())
 }
 
 type progressWriter struct {

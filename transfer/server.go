@@ -47,7 +47,50 @@ type ServerConfig struct {
 	// which move their connections there after the handshake
 	// (quic.Config.PreferredAddress, RFC 9000 §9.6).
 	PreferredAddress *quic.PreferredAddress
+	// Datagrams selects what the server does with DATAGRAM frames (RFC
+	// 9221): DatagramsOff (the default) does not advertise
+	// max_datagram_frame_size, DatagramsEcho sends each one back,
+	// DatagramsDiscard reads and drops them.
+	Datagrams DatagramMode
+	// MaxDatagramFrameSize is the max_datagram_frame_size announced when
+	// Datagrams is on. Default 65535 (RFC 9221 §3: "For most uses of
+	// DATAGRAM frames, it is RECOMMENDED to send a value of 65535").
+	MaxDatagramFrameSize uint64
+	// EditQUIC, when set, edits the engine configuration before the
+	// endpoint opens (the engine's knobs that `quiver serve` exposes as
+	// flags: versions, limits, timeouts, ACK frequency, greasing).
+	EditQUIC func(*quic.Config)
 }
+
+// DatagramMode is what a server does with the peer's DATAGRAM frames.
+type DatagramMode int
+
+// Datagram modes.
+const (
+	DatagramsOff DatagramMode = iota
+	DatagramsEcho
+	DatagramsDiscard
+)
+
+// ParseDatagramMode reads "off", "echo" or "discard".
+func ParseDatagramMode(s string) (DatagramMode, error) {
+	switch s {
+	case "off", "":
+		return DatagramsOff, nil
+	case "echo":
+		return DatagramsEcho, nil
+	case "discard":
+		return DatagramsDiscard, nil
+	}
+	return DatagramsOff, fmt.Errorf("unknown datagram mode %q: use off, echo or discard", s)
+}
+
+func (m DatagramMode) String() string {
+	return [...]string{"off", "echo", "discard"}[m]
+}
+
+// defaultMaxDatagramFrameSize is RFC 9221 §3's recommended value.
+const defaultMaxDatagramFrameSize = 65535
 
 // Server serves files over QUIC until its context ends.
 type Server struct {
@@ -95,6 +138,15 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		Probe:            cfg.Probe,
 		Tracer:           tracer(cfg.QlogDir, cfg.Logf),
 	}
+	if cfg.Datagrams != DatagramsOff {
+		qcfg.MaxDatagramFrameSize = cfg.MaxDatagramFrameSize
+		if qcfg.MaxDatagramFrameSize == 0 {
+			qcfg.MaxDatagramFrameSize = defaultMaxDatagramFrameSize
+		}
+	}
+	if cfg.EditQUIC != nil {
+		cfg.EditQUIC(qcfg)
+	}
 	ep, err := quic.Listen("udp", cfg.Addr, qcfg)
 	if err != nil {
 		root.Close()
@@ -122,6 +174,13 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		if s.cfg.Datagrams != DatagramsOff {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				serveDatagrams(ctx, conn, s.cfg.Datagrams)
+			}()
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -148,6 +207,25 @@ func (s *Server) serveConn(ctx context.Context, conn *quic.Conn) error {
 		// gets here; this is a guard, not a path.
 		conn.Close(0x0178, "no application protocol")
 		return fmt.Errorf("no application protocol negotiated")
+	}
+}
+
+// serveDatagrams reads the connection's DATAGRAM frames until it ends,
+// and echoes each (when it fits the peer's max_datagram_frame_size; RFC
+// 9221 §3: "An endpoint MUST NOT send DATAGRAM frames that are larger
+// than the max_datagram_frame_size value it has received from its peer",
+// which SendDatagram enforces) or drops it.
+func serveDatagrams(ctx context.Context, conn *quic.Conn, mode DatagramMode) {
+	for {
+		b, err := conn.ReceiveDatagram(ctx)
+		if err != nil {
+			return
+		}
+		if mode == DatagramsEcho {
+			// A datagram above the peer's limit, or a peer without
+			// DATAGRAM support, is not echoed: datagrams are unreliable.
+			conn.SendDatagram(b)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,16 +24,26 @@ import (
 )
 
 // demoImpls are the implementations the demo starts, in the grid's
-// order: every server of peers' manifest.
+// order: every server of peers' manifest, and after quiver quiver-retry.
+// quiver runs `quiver serve` with every engine feature on
+// (demoServeFlags); quiver-retry adds --retry (and drops --0rtt), which
+// changes the verdicts of the Retry and token scenarios and of a few
+// others.
 func demoImpls() []string {
 	var names []string
 	for _, im := range peers.All() {
 		if im.Server != nil {
 			names = append(names, im.Name)
+			if im.Name == "quiver" {
+				names = append(names, quiverRetry)
+			}
 		}
 	}
 	return names
 }
+
+// quiverRetry is the demo's second Quiver target, the one with Retry.
+const quiverRetry = "quiver-retry"
 
 // runDemo starts local servers, runs a campaign against them, prints the
 // grid and serves the dashboard until ctx ends.
@@ -42,6 +53,10 @@ func runDemo(ctx context.Context, env *cmdEnv, o *demoOpts) error {
 	if o.impls != "" {
 		want = nil
 		for _, w := range splitList(o.impls) {
+			if w == quiverRetry {
+				want = append(want, w)
+				continue
+			}
 			im, err := peers.Find(w) // names and aliases: x/net is go-x-net
 			if err != nil || im.Server == nil {
 				return fmt.Errorf("%w: unknown implementation %q (one of %s)", errUsage, w, strings.Join(demoImpls(), ", "))
@@ -172,13 +187,22 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 	var skipped []string
 	triedInstall := false
 	for _, name := range want {
-		if name == "quiver" {
-			t := conformance.Target{Name: "quiver", SNI: "localhost", Implementation: "quiver", Version: version, SmallPath: "/index.html", LargePath: demoLarge}
-			s, err := observatory.StartLocal(t, "127.0.0.1:0", quiverStarter(ctx, www))
+		if name == "quiver" || name == quiverRetry {
+			flags := demoServeFlags
+			if name == quiverRetry {
+				// Without 0-RTT: the suite's 0-RTT packets leave before
+				// the Retry, which the server drops unseen, so the
+				// 0-RTT scenarios would misjudge (they are judged on
+				// quiver).
+				flags = append(slices.DeleteFunc(slices.Clone(flags), func(f string) bool { return f == "--0rtt" }), "--retry")
+			}
+			t := conformance.Target{Name: name, SNI: "localhost", Implementation: "quiver", Version: version, SmallPath: "/index.html", LargePath: demoLarge}
+			s, err := observatory.StartLocal(t, "127.0.0.1:0", quiverStarter(ctx, www, flags))
 			if err != nil {
-				skipped = append(skipped, fmt.Sprintf("quiver: %v", err))
+				skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
+			fmt.Fprintf(env.stdout, "%s runs: quiver serve %s\n", name, strings.Join(flags, " "))
 			out = append(out, s)
 			continue
 		}
@@ -215,10 +239,20 @@ func startDemoServers(ctx context.Context, env *cmdEnv, work string, want []stri
 	return out, skipped
 }
 
-// quiverStarter serves www with Quiver's own engine, in process.
-func quiverStarter(ctx context.Context, www string) observatory.StartFunc {
+// quiverStarter serves www with Quiver's own engine, in process, as
+// `quiver serve` with the given flags does.
+func quiverStarter(ctx context.Context, www string, flags []string) observatory.StartFunc {
 	return func(addr string) (string, func(), error) {
-		s, err := transfer.Listen(transfer.ServerConfig{Addr: addr, Root: www})
+		o, err := parseServeFlags(flags)
+		if err != nil {
+			return "", nil, err
+		}
+		o.addr, o.root = addr, www
+		cfg, err := o.serverConfig()
+		if err != nil {
+			return "", nil, err
+		}
+		s, err := transfer.Listen(cfg)
 		if err != nil {
 			return "", nil, err
 		}

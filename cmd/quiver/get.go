@@ -16,6 +16,7 @@ type getOpts struct {
 	alpn, out, qlog, keylog string
 	insecure                bool
 	cpuprofile, cipher      string
+	stall                   time.Duration
 }
 
 func getCommand() *command {
@@ -27,6 +28,7 @@ func getCommand() *command {
 			"quiver get --insecure https://127.0.0.1:4433/index.html",
 			"quiver get --alpn hq-interop --out ./downloads --keylog keys.log https://127.0.0.1:4433/a https://127.0.0.1:4433/b",
 			"quiver get --insecure --cipher chacha20 https://127.0.0.1:4433/index.html",
+			"quiver get --insecure --stall 2s https://127.0.0.1:4433/large.bin",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &getOpts{}
@@ -37,12 +39,16 @@ func getCommand() *command {
 			fs.BoolVar(&o.insecure, "insecure", false, "accept any server certificate")
 			fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a pprof CPU profile to `file` (quiver bench)")
 			fs.StringVar(&o.cipher, "cipher", "", cipherFlagUsage)
+			fs.DurationVar(&o.stall, "stall", 5*time.Second, "say on stderr when a download has received nothing for this `long` (0: never)")
 			return o
 		},
 		run: func(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 			o := opts.(*getOpts)
 			if len(args) == 0 {
 				return fmt.Errorf("%w: get takes at least one URL", errUsage)
+			}
+			if o.stall < 0 {
+				return fmt.Errorf("%w: --stall: negative duration %v", errUsage, o.stall)
 			}
 			restore, err := restrictCiphers(o.cipher)
 			if err != nil {
@@ -60,6 +66,19 @@ func getCommand() *command {
 				Stdout:   env.stdout,
 				Insecure: o.insecure,
 				QlogDir:  o.qlog,
+			}
+			if o.stall > 0 {
+				cfg.StallAfter = o.stall
+				var mu sync.Mutex // notices of several URLs must not interleave
+				clear := ""
+				if isTerminal(env.stderr) {
+					clear = "\r\033[K" // over the progress line
+				}
+				cfg.OnStall = func(url string, n int64, idle time.Duration) {
+					mu.Lock()
+					defer mu.Unlock()
+					fmt.Fprintf(env.stderr, "%squiver get: %s: no data for %v (%d bytes so far); still waiting until the connection's idle timeout\n", clear, url, idle, n)
+				}
 			}
 			if o.keylog != "" {
 				f, err := keylog.OpenFile(o.keylog)
