@@ -33,3 +33,22 @@ func TestJudgeCIDLimit(t *testing.T) {
 		t.Fatal("a later retirement excused an earlier excess")
 	}
 }
+
+// TestProvenReceived: only the trigger and the tester datagrams the server
+// acknowledged before its PATH_CHALLENGE count as received on the path.
+func TestProvenReceived(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	trig := &packet{at: ms(0), sent: true, path: 1, space: 2, pn: 10, datagram: 100}
+	acked := &packet{at: ms(1), sent: true, path: 1, space: 2, pn: 11, datagram: 300}
+	queued := &packet{at: ms(2), sent: true, path: 1, space: 2, pn: 12, datagram: 500}
+	old := &packet{at: ms(2), sent: true, path: 0, space: 2, pn: 13, datagram: 700}
+	ack := &packet{at: ms(3), space: 2, frames: []wire.Frame{&wire.AckFrame{Ranges: []wire.AckRange{{Smallest: 11, Largest: 11}}}}}
+	ps := []*packet{trig, acked, queued, old, ack}
+	if got := provenReceived(ps, 0, 0, 1, trig, ms(4)); got != 400 {
+		t.Fatalf("proven %d bytes, want 400 (trigger and the acknowledged datagram)", got)
+	}
+	if got := provenReceived(ps, 0, 0, 1, trig, ms(3)); got != 100 {
+		t.Fatalf("before the ACK arrived: %d bytes, want 100", got)
+	}
+}

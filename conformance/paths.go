@@ -457,13 +457,13 @@ func runPathChallengeDatagramSize(ctx context.Context, t *T) {
 		if p.datagram >= 1200 {
 			continue
 		}
-		// What the server had received from the new path when it built
-		// this datagram: the tester's datagrams sent at least two RTT
-		// before it arrived, and never less than the first one (a later
-		// datagram may still have been in flight).
-		in, _ := t.datagramBytes(rb.rc.onPath(rb.np), true, p.at.Add(-2*t.RTT()-time.Millisecond))
-		first, _ := t.datagramBytes(rb.rc.onPath(rb.np), true, rb.trig.at)
-		in = max(in, first)
+		// What the server had surely received from the new path when it
+		// built this datagram: the datagram that moved it there, and the
+		// tester's datagrams on that path it had acknowledged before this
+		// one arrived. A guess from send times overcounted under load
+		// (a datagram sent two round trips earlier was still queued), and
+		// a fail must rest on bytes the server is known to have had.
+		in := provenReceived(t.rec.snapshot(), rb.rc.trace.id, rb.mark, rb.np, rb.trig, p.at)
 		out, _ := t.datagramBytes(rb.rc.onPath(rb.np), false, p.at.Add(-time.Nanosecond))
 		if out+1200 <= 3*in {
 			t.Fail("size", req, fmt.Sprintf("The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).", p.datagram, in, out), append(events(Trigger, rb.trig), events(Response, p)...)...)
@@ -474,6 +474,47 @@ func runPathChallengeDatagramSize(ctx context.Context, t *T) {
 		t.Unsupported("The server never validated the tester's new port.", events(Trigger, rb.trig)...)
 	}
 	t.Pass("size", req, fmt.Sprintf("The server's %d PATH_CHALLENGE datagram(s) on the new path were at least 1200 bytes or within the 3× allowance.", len(seen)), events(Response, seen...)...)
+}
+
+// provenReceived is how many datagram bytes the server is known to have
+// received from the tester on path np by the time before: the trigger's
+// datagram (the server moved to the path on it) and every tester datagram
+// on the path whose packet a server ACK that arrived before then covers.
+func provenReceived(ps []*packet, conn, mark, np int, trig *packet, before time.Time) int {
+	var sent []*packet
+	var acks []*wire.AckFrame
+	for i, p := range ps {
+		if i < mark || p.conn != conn || !p.at.Before(before) {
+			continue
+		}
+		if p.sent && p.path == np && p.space == 2 {
+			sent = append(sent, p)
+			continue
+		}
+		if !p.sent && p.space == 2 {
+			for _, f := range p.frames {
+				if a, ok := f.(*wire.AckFrame); ok {
+					acks = append(acks, a)
+				}
+			}
+		}
+	}
+	n := 0
+	if trig != nil {
+		n = trig.datagram
+	}
+	for _, p := range sent {
+		if p == trig {
+			continue
+		}
+		for _, a := range acks {
+			if a.Acks(p.pn) {
+				n += p.datagram
+				break
+			}
+		}
+	}
+	return n
 }
 
 func runPathRebindingAmplification(ctx context.Context, t *T) {
