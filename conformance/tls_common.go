@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -302,6 +303,32 @@ func sent0RTT(ps []*packet, conn int) []*packet {
 	return out
 }
 
+// afterRetry keeps the 0-RTT packets sent after the last Retry the server
+// sent on conn, and reports whether there was one. A server that sends a
+// Retry keeps no state for the connection (RFC 9000 §17.2.5), so the 0-RTT
+// packets before it were never processed; a client may send 0-RTT again
+// after it (§17.2.5.3: "A client MAY attempt 0-RTT after receiving a Retry
+// packet by sending 0-RTT packets to the connection ID provided by the
+// server").
+func afterRetry(ps []*packet, conn int, early []*packet) ([]*packet, bool) {
+	var last *packet
+	for _, p := range received(ps, conn, 0) {
+		if p.ev.PacketType == "retry" {
+			last = p
+		}
+	}
+	if last == nil {
+		return early, false
+	}
+	var out []*packet
+	for _, p := range early {
+		if p.at.After(last.at) {
+			out = append(out, p)
+		}
+	}
+	return out, true
+}
+
 // earlyTP runs a 0-RTT connection and returns the remembered and the new
 // transport parameters, or ends the scenario as unsupported when early
 // data is rejected.
@@ -330,11 +357,18 @@ func (t *T) provoke0RTT(ctx context.Context, build func(r *resumption) (wire.Fra
 		mark = t.mark()
 		c.Inject(spaceApp, f)
 	})
-	carried := false
-	for _, p := range sent0RTT(t.rec.snapshot(), c.ID()) {
+	carried, beforeRetry := false, false
+	ps := t.rec.snapshot()
+	all := sent0RTT(ps, c.ID())
+	early, retried := afterRetry(ps, c.ID(), all)
+	for _, p := range all {
 		if p.has(f.Type()) {
-			carried = true
+			carried = carried || slices.Contains(early, p)
+			beforeRetry = beforeRetry || !slices.Contains(early, p)
 		}
+	}
+	if !carried && retried && beforeRetry {
+		t.Inconclusive(fmt.Sprintf("The server answered with a Retry, which keeps no state, so the 0-RTT packet carrying %s before it was never processed, and the tester sent it no more.", e.Describe))
 	}
 	if !carried {
 		t.Inconclusive(fmt.Sprintf("The tester could not send %s (the resumed connection did not use 0-RTT in time).", e.Describe))
