@@ -34,7 +34,7 @@ func demoCommand() *command {
 			fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "`address` the dashboard listens on")
 			fs.BoolVar(&o.noWeb, "no-web", false, "print the grid and exit instead of serving the dashboard")
 			fs.StringVar(&o.artifacts, "artifacts", "quiver-artifacts", "`directory` for per-result pcapng, qlog and key log")
-			fs.StringVar(&o.impls, "impls", "", "`implementations` to start, comma-separated (default: quiver, quic-go, go-x-net, ngtcp2)")
+			fs.StringVar(&o.impls, "impls", "", "`implementations` to start, comma-separated (default: quiver, quiver-retry, quic-go, go-x-net, ngtcp2)")
 			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
 			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once against each server (the servers are tested at once)")
 			return o
