@@ -138,7 +138,6 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
 	c.localCID = newCID(ep.cidLen)
-	c.sendBuf = make([]byte, 0, max(maxDatagramSize, cfg.maxPacketSize())+64)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
 	}

@@ -51,11 +51,21 @@ func (c *Conn) sendPackets(now time.Time) {
 	if size, ok := c.pmtudProbeDue(now); ok {
 		if b := c.buildPMTUProbe(now, size); b != nil {
 			c.stats.sent++
+			// Alone, so that a size the path refuses loses the probe
+			// only, never a GSO run it would head.
 			c.writeDatagram(b, c.ecn.codepoint())
 		}
 	}
+	// With a queue, each datagram is built in place at the end of the
+	// queue's buffer: no copy between building and the system call.
+	room := c.sendBufSize()
 	for i := 0; i < maxDatagramsPerTurn; i++ {
-		b := c.buildDatagram(now)
+		var b []byte
+		if q != nil {
+			b = c.buildDatagramIn(now, q.tail(ep, c.peerAddr, room))
+		} else {
+			b = c.buildDatagram(now)
+		}
 		if len(b) == 0 {
 			break
 		}
@@ -73,15 +83,22 @@ func (c *Conn) sendPackets(now time.Time) {
 			c.writeDatagram(b, ecn)
 			continue
 		}
-		if !q.add(b, ecn) {
-			q.flush(ep, c.peerAddr)
-			q.add(b, ecn)
-		}
+		q.commit(b, ecn)
 	}
 	if q != nil {
 		q.flush(ep, c.peerAddr)
 		q.release()
+		// The per-connection buffer serves only lone packets (probes,
+		// close) on this path: an idle connection holds none.
+		c.sendBuf = nil
 	}
+}
+
+// sendBufSize is the room one datagram is built in: the largest datagram
+// the configuration allows, with slack for the padding and AEAD tags that
+// are appended after the size checks.
+func (c *Conn) sendBufSize() int {
+	return max(maxDatagramSize, c.config.maxPacketSize()) + 64
 }
 
 // writeDatagram hands a sealed datagram to the socket, through the probe
@@ -139,6 +156,20 @@ func (c *Conn) datagramSize() int {
 // buildDatagram assembles and seals one datagram into c.sendBuf. It
 // returns nil when there is nothing to send.
 func (c *Conn) buildDatagram(now time.Time) []byte {
+	if size := c.sendBufSize(); cap(c.sendBuf) < size {
+		c.sendBuf = make([]byte, 0, size)
+	}
+	b := c.buildDatagramIn(now, c.sendBuf[:0])
+	if b != nil {
+		c.sendBuf = b[:0]
+	}
+	return b
+}
+
+// buildDatagramIn assembles and seals one datagram by appending to buf,
+// an empty slice with room for a full datagram. It returns nil when there
+// is nothing to send.
+func (c *Conn) buildDatagramIn(now time.Time, buf []byte) []byte {
 	limit := c.amplificationAllowance()
 	if blocked := limit < 64; blocked != c.ampBlocked {
 		// RFC 9002 §6.2.2.1: a server blocked by the amplification limit
@@ -155,7 +186,6 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		cwndOK = false
 		c.stats.paced++
 	}
-	buf := c.sendBuf[:0]
 	var pkts [numSpaces]builtPacket
 	n := 0
 	hasInitial, hasPathFrame := false, false
@@ -311,7 +341,6 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 			break
 		}
 	}
-	c.sendBuf = buf[:0]
 	return buf
 }
 

@@ -401,26 +401,70 @@ func (q *sendQueue) release() {
 	sendQueuePool.Put(q)
 }
 
-// add appends datagram d. It returns false when the queue is full and
-// must be flushed first.
+// add appends a copy of datagram d. It returns false when the queue is
+// full and must be flushed first.
 func (q *sendQueue) add(d []byte, ecn uint8) bool {
-	if k := len(q.msgs); k > 0 && q.gso {
-		m := &q.msgs[k-1]
-		if m.ecn == ecn && !m.short && len(d) <= m.seg && m.count < maxGSOSegments {
-			q.buf = append(q.buf, d...)
-			m.end = len(q.buf)
-			m.count++
-			m.short = len(d) < m.seg
-			return true
-		}
-	}
-	if len(q.msgs) == maxSendMsgs {
+	if !q.fits(len(d), ecn) {
 		return false
 	}
-	off := len(q.buf)
 	q.buf = append(q.buf, d...)
-	q.msgs = append(q.msgs, sendMsg{off: off, end: len(q.buf), seg: len(d), count: 1, ecn: ecn})
+	q.record(len(d), ecn)
 	return true
+}
+
+// tail returns the free room after the queued datagrams, for the next
+// datagram to be built in place (commit then queues it without a copy).
+// It flushes first when less than need bytes or no message is left.
+func (q *sendQueue) tail(e *Endpoint, addr netip.AddrPort, need int) []byte {
+	if cap(q.buf)-len(q.buf) < need || len(q.msgs) == maxSendMsgs {
+		q.flush(e, addr)
+	}
+	return q.buf[len(q.buf):len(q.buf)]
+}
+
+// commit queues the datagram d that was built in the room tail returned.
+// A datagram that outgrew the room (append moved it elsewhere) is copied.
+func (q *sendQueue) commit(d []byte, ecn uint8) {
+	if len(d) == 0 {
+		return
+	}
+	if cap(q.buf)-len(q.buf) < len(d) || unsafe.SliceData(d) != unsafe.SliceData(q.buf[len(q.buf):len(q.buf)+1]) {
+		q.add(d, ecn) // tail left a message free: add does not fail
+		return
+	}
+	q.buf = q.buf[:len(q.buf)+len(d)]
+	q.record(len(d), ecn)
+}
+
+// fits reports whether a datagram of n bytes marked ecn can be queued:
+// it joins the last GSO run or a message is free.
+func (q *sendQueue) fits(n int, ecn uint8) bool {
+	return q.joinsRun(n, ecn) || len(q.msgs) < maxSendMsgs
+}
+
+// joinsRun reports whether a datagram of n bytes marked ecn extends the
+// last message as one more GSO segment.
+func (q *sendQueue) joinsRun(n int, ecn uint8) bool {
+	k := len(q.msgs)
+	if k == 0 || !q.gso {
+		return false
+	}
+	m := &q.msgs[k-1]
+	return m.ecn == ecn && !m.short && n <= m.seg && m.count < maxGSOSegments
+}
+
+// record accounts for the n bytes at the end of q.buf as a datagram: one
+// more segment of the last run, or a new message.
+func (q *sendQueue) record(n int, ecn uint8) {
+	end := len(q.buf)
+	if q.joinsRun(n, ecn) {
+		m := &q.msgs[len(q.msgs)-1]
+		m.end = end
+		m.count++
+		m.short = n < m.seg
+		return
+	}
+	q.msgs = append(q.msgs, sendMsg{off: end - n, end: end, seg: n, count: 1, ecn: ecn})
 }
 
 // setAddr writes the destination into q.name in the socket's family.
