@@ -63,6 +63,9 @@ type datagram struct {
 	addr netip.AddrPort
 	ecn  uint8
 	ep   *Endpoint // the endpoint whose socket received it
+	// rx is the shared receive buffer b lies in, when b was not copied
+	// out of it (rxbuf.go); buf is then nil.
+	rx *rxBuf
 }
 
 const recvBufSize = 2048
@@ -76,6 +79,12 @@ func newDatagram() *datagram { return datagramPool.Get().(*datagram) }
 func (d *datagram) release() {
 	d.b = nil
 	d.ep = nil
+	if x := d.rx; x != nil {
+		d.rx = nil
+		sharedDatagramPool.Put(d)
+		x.unref()
+		return
+	}
 	datagramPool.Put(d)
 }
 

@@ -120,6 +120,9 @@ type mmsgReader struct {
 	names [recvBatchLen]unix.RawSockaddrInet6
 	oobs  [recvBatchLen][recvOOBLen]byte
 	bufs  [recvBatchLen][]byte
+	// rx are the buffers of a GRO reader, which the datagrams of a large
+	// message share (rxbuf.go); nil in a datagram-sized reader.
+	rx [recvBatchLen]*rxBuf
 
 	want  int // messages to ask for
 	n     int // messages received by the last call
@@ -138,7 +141,12 @@ var (
 func newMmsgReader(size int) *mmsgReader {
 	r := &mmsgReader{}
 	for i := range r.bufs {
-		r.bufs[i] = make([]byte, size)
+		if size == groBufSize {
+			r.rx[i] = rxPoolGRO.Get().(*rxBuf)
+			r.bufs[i] = r.rx[i].b
+		} else {
+			r.bufs[i] = make([]byte, size)
+		}
 	}
 	r.fn = r.call
 	return r
@@ -281,8 +289,9 @@ func parseGROSize(oob []byte) int {
 }
 
 // readLoopRaw is the endpoint's reader on the fast path: it receives
-// batches and splits GRO messages into their datagrams, each copied into a
-// pooled datagram and routed.
+// batches and splits GRO messages into their datagrams and routes them:
+// those of a large message in place (rxbuf.go), the others each copied
+// into a pooled datagram.
 func (e *Endpoint) readLoopRaw() {
 	defer close(e.readDone)
 	r := e.sock.getReader()
@@ -316,15 +325,32 @@ func (e *Endpoint) readLoopRaw() {
 			if seg <= 0 || seg > len(b) {
 				seg = len(b)
 			}
+			// A large GRO message's datagrams stay where they lie and are
+			// opened there; the reader reads on into a fresh buffer.
+			x := r.rx[i]
+			shared := x != nil && len(b) >= minShared
+			if shared {
+				x.hold()
+			}
 			for len(b) > 0 {
 				n := min(seg, len(b))
 				if n <= recvBufSize {
-					d := newDatagram()
-					d.b = d.buf[:copy(d.buf, b[:n])]
+					var d *datagram
+					if shared {
+						d = newSharedDatagram(x, b[:n])
+					} else {
+						d = newDatagram()
+						d.b = d.buf[:copy(d.buf, b[:n])]
+					}
 					d.addr, d.ecn = from, ecn
 					e.route(d)
 				}
 				b = b[n:]
+			}
+			if shared {
+				r.rx[i] = rxPoolGRO.Get().(*rxBuf)
+				r.bufs[i] = r.rx[i].b
+				x.unref()
 			}
 		}
 	}

@@ -185,6 +185,48 @@ func TestSendQueueCoalesces(t *testing.T) {
 	}
 }
 
+// TestSendQueueInPlace checks datagrams built in the queue's tail: they
+// are queued without a copy, coalesce as added ones do, a datagram that
+// outgrew the tail is copied, and tail keeps a message free.
+func TestSendQueueInPlace(t *testing.T) {
+	q := getSendQueue(true)
+	defer q.release()
+	build := func(n int, fill byte) []byte {
+		b := q.tail(nil, netip.AddrPort{}, 2048)
+		for range n {
+			b = append(b, fill)
+		}
+		return b
+	}
+	for i := range 3 {
+		d := build(1452, byte(i))
+		q.commit(d, ect0)
+		if &q.buf[len(q.buf)-1452] != &d[0] {
+			t.Fatalf("datagram %d was copied, not queued in place", i)
+		}
+	}
+	short := build(100, 9)
+	q.commit(short, ect0) // closes the run
+	if len(q.msgs) != 1 || q.msgs[0].count != 4 || !q.msgs[0].short {
+		t.Fatalf("messages %+v, want one run of 4 closed by the short one", q.msgs)
+	}
+	for i := range 3 {
+		if q.buf[i*1452] != byte(i) || q.buf[i*1452+1451] != byte(i) {
+			t.Fatalf("segment %d holds the wrong bytes", i)
+		}
+	}
+	if q.buf[3*1452] != 9 || len(q.buf) != 3*1452+100 {
+		t.Fatalf("short datagram: first byte %d, queue %d bytes", q.buf[3*1452], len(q.buf))
+	}
+	// A datagram built elsewhere (as when append had to move it) is copied.
+	other := make([]byte, 1452)
+	other[0] = 7
+	q.commit(other, 0)
+	if len(q.msgs) != 2 || q.buf[len(q.buf)-1452] != 7 {
+		t.Fatalf("moved datagram not copied in: %d messages", len(q.msgs))
+	}
+}
+
 // BenchmarkLoopbackDownload transfers 16 MB per operation from a server
 // to a client over loopback with each fast-path setting, and reports
 // goodput and heap allocations per datagram (sent and received, both ends

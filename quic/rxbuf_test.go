@@ -1,0 +1,53 @@
+package quic
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestRxBufShared checks the reference counting of a shared receive
+// buffer: the datagrams lying in it keep it from the pool until the last
+// is released, each sees only its own bytes, and a release too many is
+// caught.
+func TestRxBufShared(t *testing.T) {
+	pool := newRxPool(4096)
+	x := pool.Get().(*rxBuf)
+	for i := range x.b {
+		x.b[i] = byte(i / 1000)
+	}
+	x.hold()
+	var ds []*datagram
+	for off := 0; off < 4000; off += 1000 {
+		ds = append(ds, newSharedDatagram(x, x.b[off:off+1000]))
+	}
+	x.unref() // the reader moves on
+	if got := x.refs.Load(); got != 4 {
+		t.Fatalf("refs after the reader let go = %d, want 4 (one per datagram)", got)
+	}
+	for i, d := range ds {
+		if len(d.b) != 1000 || cap(d.b) != 1000 {
+			t.Fatalf("datagram %d: len %d cap %d, want 1000 and 1000", i, len(d.b), cap(d.b))
+		}
+		if d.b[0] != byte(i) || d.b[999] != byte(i) {
+			t.Fatalf("datagram %d holds bytes of another: %d..%d", i, d.b[0], d.b[999])
+		}
+		if d.buf != nil {
+			t.Fatalf("datagram %d has a buffer of its own", i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.release() }()
+	}
+	wg.Wait()
+	if got := x.refs.Load(); got != 0 {
+		t.Fatalf("refs after every release = %d, want 0", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a release too many did not panic")
+		}
+	}()
+	x.unref()
+}
