@@ -27,10 +27,11 @@ type Client struct {
 // binding is a transport as the client uses it: it counts the calls in
 // flight so that a switched-away transport is closed only once they end.
 type binding struct {
-	t     Transport
-	state atomic.Int64 // calls in flight, plus retiredBit once retired
-	once  sync.Once
-	idle  chan struct{} // closed when retired and no call is in flight
+	t      Transport
+	pinned bool         // a call's own transport (WithTransport), not the client's
+	state  atomic.Int64 // calls in flight, plus retiredBit once retired
+	once   sync.Once
+	idle   chan struct{} // closed when retired and no call is in flight
 }
 
 const retiredBit = int64(1) << 40
@@ -184,8 +185,14 @@ func (c *Client) Close() error {
 	return err
 }
 
-// acquire returns the current binding with a call counted on it.
-func (c *Client) acquire() *binding {
+// acquire returns the binding of a call with the call counted on it: the
+// transport the call chose (WithTransport), else the client's current one.
+func (c *Client) acquire(o *callOptions) *binding {
+	if o != nil && o.transport != nil {
+		b := &binding{t: o.transport, pinned: true}
+		b.state.Store(1)
+		return b
+	}
 	for {
 		b := c.cur.Load()
 		if b.acquire() {
@@ -197,11 +204,24 @@ func (c *Client) acquire() *binding {
 // CallOption changes one call.
 type CallOption func(*callOptions)
 
-type callOptions struct{ idempotent bool }
+type callOptions struct {
+	idempotent bool
+	transport  Transport
+}
 
 // Idempotent marks a call that may run twice, so that it is retried on the
 // new transport when a switch or a broken connection interrupts it.
 func Idempotent() CallOption { return func(o *callOptions) { o.idempotent = true } }
+
+// WithTransport sends this call through t instead of the client's current
+// transport: the transport is chosen per call. The client's codec, limits
+// and retries apply; retries stay on t, and Switch does not move the call.
+// The caller owns t: the client neither closes it nor switches to it, so
+// one t can serve calls of several clients. For example:
+//
+//	quic := rpc.DialQUIC(addr, tlsConf) // beside the client's TCP transport
+//	resp, err := rpc.Call[Req, Resp](ctx, client, "Svc.Method", req, rpc.WithTransport(quic))
+func WithTransport(t Transport) CallOption { return func(o *callOptions) { o.transport = t } }
 
 // Call sends a unary call and decodes its answer.
 func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req, opts ...CallOption) (*Resp, error) {
@@ -251,15 +271,15 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 }
 
 // newRequest builds the request of a call, or fails it before sending.
-func (c *Client) newRequest(ctx context.Context, method string, payload []byte, opts []CallOption) (*Request, error) {
-	var o callOptions
+func (c *Client) newRequest(ctx context.Context, method string, payload []byte, opts []CallOption) (*Request, *callOptions, error) {
+	o := &callOptions{}
 	for _, f := range opts {
-		f(&o)
+		f(o)
 	}
 	if len(payload) > c.max {
-		return nil, &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(payload), c.max)}
+		return nil, nil, &Status{Code: ResourceExhausted, Message: fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(payload), c.max)}
 	}
-	return &Request{Method: method, Codec: c.codec.Name(), Metadata: outgoingMetadata(ctx), Idempotent: o.idempotent, Payload: payload}, nil
+	return &Request{Method: method, Codec: c.codec.Name(), Metadata: outgoingMetadata(ctx), Idempotent: o.idempotent, Payload: payload}, o, nil
 }
 
 // setTimeout refreshes the remaining time the request carries.
@@ -286,7 +306,7 @@ func (c *Client) retry(ctx context.Context, err error, req *Request, attempt int
 	// The call broke with its transport; retry on whatever transport is
 	// current now (after a switch, the new one). A failing transport that
 	// is still current gets a short, growing pause instead of a busy loop.
-	if c.cur.Load() == b && attempt > 0 {
+	if (b.pinned || c.cur.Load() == b) && attempt > 0 {
 		t := time.NewTimer(time.Duration(attempt) * 10 * time.Millisecond)
 		defer t.Stop()
 		select {
@@ -301,7 +321,7 @@ func (c *Client) retry(ctx context.Context, err error, req *Request, attempt int
 // invoke runs one call with retries; use consumes the answers and reports
 // the call's outcome.
 func (c *Client) invoke(ctx context.Context, method string, payload []byte, opts []CallOption, use func(ResponseStream) error) error {
-	req, err := c.newRequest(ctx, method, payload, opts)
+	req, o, err := c.newRequest(ctx, method, payload, opts)
 	if err != nil {
 		return err
 	}
@@ -309,7 +329,7 @@ func (c *Client) invoke(ctx context.Context, method string, payload []byte, opts
 		if err := setTimeout(ctx, req); err != nil {
 			return err
 		}
-		b := c.acquire()
+		b := c.acquire(o)
 		start := time.Now()
 		err = c.attempt(ctx, b.t, req, use)
 		b.release()
@@ -364,7 +384,7 @@ func CallStream[Req, Resp any](ctx context.Context, c *Client, method string, re
 	if err != nil {
 		return nil, Errorf(Internal, "encode %T: %v", req, err)
 	}
-	r, err := c.newRequest(ctx, method, payload, opts)
+	r, o, err := c.newRequest(ctx, method, payload, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +392,7 @@ func CallStream[Req, Resp any](ctx context.Context, c *Client, method string, re
 		if err := setTimeout(ctx, r); err != nil {
 			return nil, err
 		}
-		b := c.acquire()
+		b := c.acquire(o)
 		rs, err := b.t.RoundTrip(ctx, r)
 		if err == nil {
 			return &Stream[Resp]{c: c, b: b, rs: limitStream{rs, c.max}}, nil

@@ -22,7 +22,7 @@ type BidiStream[Req, Resp any] struct {
 // open, so a Switch lets it finish where it started. A transport that
 // does not implement Streamer fails with Unimplemented.
 func OpenStream[Req, Resp any](ctx context.Context, c *Client, method string, opts ...CallOption) (*BidiStream[Req, Resp], error) {
-	r, err := c.newRequest(ctx, method, nil, opts)
+	r, o, err := c.newRequest(ctx, method, nil, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func OpenStream[Req, Resp any](ctx context.Context, c *Client, method string, op
 		if err := setTimeout(ctx, r); err != nil {
 			return nil, err
 		}
-		b := c.acquire()
+		b := c.acquire(o)
 		st, ok := b.t.(Streamer)
 		if !ok {
 			b.release()
