@@ -21,6 +21,10 @@ type streamsState struct {
 	flow   *streams.ConnFlow
 	limits *streams.StreamLimits
 	m      map[int64]*Stream
+	// last is the stream the last lookup found: the frames an ACK
+	// acknowledges, and those a packet carries, are mostly of one stream,
+	// so most lookups on the hot path skip the map.
+	last *Stream
 
 	peerTP *wire.TransportParameters
 
@@ -54,6 +58,18 @@ func (s *streamsState) init(c *Conn) {
 	s.m = make(map[int64]*Stream)
 	s.openWait = make(chan struct{})
 	s.maxWindow = max(cfg.initialMaxStreamData(), 16<<20)
+}
+
+// lookup returns the open stream id, or nil.
+func (s *streamsState) lookup(id int64) *Stream {
+	if st := s.last; st != nil && st.id == id {
+		return st
+	}
+	st := s.m[id]
+	if st != nil {
+		s.last = st
+	}
+	return st
 }
 
 // setPeerParams applies the peer's flow-control and stream limits.
@@ -220,7 +236,7 @@ func (c *Conn) queueControlLocked(s *Stream) {
 // streamForFrame finds or creates the stream a peer frame is about. It
 // returns nil (and no error) for a stream that is already closed.
 func (s *streamsState) streamForFrame(id uint64, part streams.Part, ft wire.FrameType) (*Stream, error) {
-	if st, ok := s.m[int64(id)]; ok {
+	if st := s.lookup(int64(id)); st != nil {
 		return st, nil
 	}
 	r, err := s.limits.OnPeerStream(id, part)
@@ -397,7 +413,7 @@ func (s *streamsState) onStreamAcked(f *sentFrame) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := s.m[int64(f.id)]
+	st := s.lookup(int64(f.id))
 	if st == nil {
 		return
 	}
@@ -413,7 +429,7 @@ func (s *streamsState) onResetAcked(f *sentFrame) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := s.m[int64(f.id)]; st != nil {
+	if st := s.lookup(int64(f.id)); st != nil {
 		st.send.OnResetAcked()
 		s.maybeForgetLocked(st)
 	}
@@ -438,7 +454,7 @@ func (s *streamsState) onFrameLost(f *sentFrame) {
 		s.limits.OnStreamsBlockedLost(f.bidi, f.off)
 		return
 	}
-	st := s.m[int64(f.id)]
+	st := s.lookup(int64(f.id))
 	if st == nil {
 		return
 	}
@@ -481,6 +497,9 @@ func (s *streamsState) maybeForgetLocked(st *Stream) {
 	}
 	st.forgotten = true
 	delete(s.m, st.id)
+	if s.last == st {
+		s.last = nil
+	}
 	if !s.c.isLocal(uint64(st.id)) {
 		// RFC 9000 §4.6: raise MAX_STREAMS as peer streams close.
 		s.limits.OnPeerStreamClosed(streams.IsBidi(uint64(st.id)))
