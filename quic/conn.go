@@ -30,7 +30,7 @@ type Conn struct {
 	qlog   qlog.Recorder
 
 	// Channels into the loop.
-	recvq chan *datagram
+	recvq recvQueue
 	wakec chan struct{}
 	msgc  chan func(now time.Time)
 
@@ -63,9 +63,7 @@ type Conn struct {
 // far behind that its queue is full the datagram is dropped, as the
 // network would.
 func (c *Conn) deliver(d *datagram) {
-	select {
-	case c.recvq <- d:
-	default:
+	if !c.recvq.push(d) {
 		c.queueDrops.Add(1)
 		d.release()
 	}

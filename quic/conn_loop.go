@@ -117,7 +117,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		isClient:      isClient,
 		peerAddr:      peer,
 		probe:         cfg.Probe,
-		recvq:         make(chan *datagram, recvQueueLen),
+		recvq:         newRecvQueue(),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
 		handshakeDone: make(chan struct{}),
@@ -211,20 +211,18 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		}
 		c.armTimer(now)
 		select {
-		case d := <-c.recvq:
+		case <-c.recvq.wake:
 			now = time.Now()
-			c.handleDatagram(now, d)
-			// Take what else has arrived before sending, so that one
-			// ACK covers a burst.
-			for i := 0; i < recvBatch; i++ {
-				select {
-				case d := <-c.recvq:
-					c.handleDatagram(now, d)
-					continue
-				default:
+			// Take what has arrived, up to a batch, before sending, so
+			// that one ACK covers a burst.
+			for range recvBatch + 1 {
+				d := c.recvq.pop()
+				if d == nil {
+					break
 				}
-				break
+				c.handleDatagram(now, d)
 			}
+			c.recvq.more()
 		case <-c.timer.C:
 			c.timerAt = time.Time{}
 			now = time.Now()

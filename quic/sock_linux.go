@@ -621,7 +621,6 @@ func (q *sendQueue) sendSplit(e *Endpoint, i int) {
 
 // recvQueueLen is how many received datagrams wait for a connection's
 // loop before the reader drops more. It holds more than one full read
-// (recvBatchLen GRO messages of up to maxGSOSegments datagrams each) while
-// keeping an idle connection small: each slot costs 8 bytes per
-// connection.
+// (recvBatchLen GRO messages of up to maxGSOSegments datagrams each); the
+// slots are allocated as bursts need them (recvqueue.go).
 const recvQueueLen = 512
