@@ -226,6 +226,7 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		case <-c.timer.C:
 			c.timerAt = time.Time{}
 			now = time.Now()
+			c.recvq.trim(now)
 		case <-c.wakec:
 			now = time.Now()
 		case f := <-c.msgc:

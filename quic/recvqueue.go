@@ -1,12 +1,16 @@
 package quic
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // recvQueue carries received datagrams from the endpoint's reader to the
 // connection's loop. It replaces a buffered channel of recvQueueLen slots,
 // which every connection held in full (4 KiB) however idle it was: the
-// queue's slices grow with the bursts that arrive and shrink again when
-// the bursts are small, so that an idle connection holds a few slots.
+// queue's slices grow with the bursts that arrive and are let go a while
+// after the last burst (trim), so that an idle connection holds a few
+// slots.
 //
 // The reader appends to in under mu and then offers a token on wake. The
 // loop, on a token, swaps in for its drained out slice and pops from out
@@ -23,13 +27,17 @@ type recvQueue struct {
 	// Owned by the loop.
 	out  []*datagram
 	next int
+	// burstAt is when the loop last took a batch larger than
+	// recvQueueSmall; slices grown past recvQueueKeep are let go once
+	// recvQueueIdle has passed without one (trim).
+	burst   bool
+	burstAt time.Time
 }
 
-// recvQueueSmall is the batch size under which the loop drops a grown
-// spare slice at a swap, and recvQueueKeep the capacity it keeps anyway.
 const (
 	recvQueueSmall = 16
 	recvQueueKeep  = 64
+	recvQueueIdle  = time.Second
 )
 
 func newRecvQueue() recvQueue { return recvQueue{wake: make(chan struct{}, 1)} }
@@ -85,15 +93,37 @@ func (q *recvQueue) more() {
 	}
 }
 
-// refill swaps the reader's slice for the drained out slice.
+// refill swaps the reader's slice for the drained out slice. Both keep
+// their capacity, so that a transfer's queue allocates nothing once grown.
 func (q *recvQueue) refill() {
 	spare := q.out[:0]
 	q.mu.Lock()
 	batch := q.in
-	if len(batch) <= recvQueueSmall && cap(spare) > recvQueueKeep {
-		spare = nil // a past burst's slice: let it go
-	}
 	q.in = spare
 	q.mu.Unlock()
 	q.out, q.next = batch, 0
+	if len(batch) > recvQueueSmall {
+		q.burst = true
+	}
+}
+
+// trim lets slices grown by past bursts go once no burst has come for
+// recvQueueIdle, so that a connection that has gone quiet holds a few
+// slots. The loop calls it when its timer fires.
+func (q *recvQueue) trim(now time.Time) {
+	if q.burst {
+		q.burst, q.burstAt = false, now
+		return
+	}
+	if now.Sub(q.burstAt) < recvQueueIdle || q.next < len(q.out) {
+		return
+	}
+	if cap(q.out) > recvQueueKeep {
+		q.out, q.next = nil, 0
+	}
+	q.mu.Lock()
+	if len(q.in) == 0 && cap(q.in) > recvQueueKeep {
+		q.in = nil
+	}
+	q.mu.Unlock()
 }

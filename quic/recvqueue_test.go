@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRecvQueueBoundAndOrder checks the queue's bound, its order, the
@@ -39,8 +40,17 @@ func TestRecvQueueBoundAndOrder(t *testing.T) {
 	if d := q.pop(); d != nil {
 		t.Fatalf("pop from a drained queue = %v", d)
 	}
+	// The slices keep their room while bursts come, and let it go once
+	// none has come for recvQueueIdle.
+	now := time.Now()
+	q.trim(now) // notes the burst
+	q.trim(now.Add(recvQueueIdle / 2))
+	if cap(q.in)+cap(q.out) < recvQueueLen {
+		t.Fatalf("queue let its slices go during a burst: %d + %d slots", cap(q.in), cap(q.out))
+	}
+	q.trim(now.Add(recvQueueIdle))
 	if cap(q.in) > recvQueueKeep || cap(q.out) > recvQueueKeep {
-		t.Fatalf("drained queue holds %d + %d slots", cap(q.in), cap(q.out))
+		t.Fatalf("queue idle for %v holds %d + %d slots", recvQueueIdle, cap(q.in), cap(q.out))
 	}
 	q.more()
 	select {

@@ -10,8 +10,8 @@ import (
 // is released, each sees only its own bytes, and a release too many is
 // caught.
 func TestRxBufShared(t *testing.T) {
-	pool := newRxPool(4096)
-	x := pool.Get().(*rxBuf)
+	free := newRxFree(4096, 1)
+	x := free.get()
 	for i := range x.b {
 		x.b[i] = byte(i / 1000)
 	}
@@ -43,6 +43,13 @@ func TestRxBufShared(t *testing.T) {
 	wg.Wait()
 	if got := x.refs.Load(); got != 0 {
 		t.Fatalf("refs after every release = %d, want 0", got)
+	}
+	if len(free.bufs) != 1 || free.bufs[0] != x {
+		t.Fatal("the released buffer did not go back to its free list")
+	}
+	free.put(&rxBuf{home: free}) // beyond max: not kept
+	if len(free.bufs) != 1 {
+		t.Fatalf("free list keeps %d buffers, max 1", len(free.bufs))
 	}
 	defer func() {
 		if recover() == nil {

@@ -142,7 +142,7 @@ func newMmsgReader(size int) *mmsgReader {
 	r := &mmsgReader{}
 	for i := range r.bufs {
 		if size == groBufSize {
-			r.rx[i] = rxPoolGRO.Get().(*rxBuf)
+			r.rx[i] = rxFreeGRO.get()
 			r.bufs[i] = r.rx[i].b
 		} else {
 			r.bufs[i] = make([]byte, size)
@@ -348,7 +348,7 @@ func (e *Endpoint) readLoopRaw() {
 				b = b[n:]
 			}
 			if shared {
-				r.rx[i] = rxPoolGRO.Get().(*rxBuf)
+				r.rx[i] = rxFreeGRO.get()
 				r.bufs[i] = r.rx[i].b
 				x.unref()
 			}
