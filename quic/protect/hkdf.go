@@ -51,24 +51,32 @@ func appendHKDFLabel(info []byte, label string, length int) []byte {
 // hashes two blocks and allocates two digests, so the labels of one secret
 // ("quic key", "quic iv", "quic hp", "quic ku") share one keyed HMAC and
 // each costs a Reset: a handshake derives some twenty of them per side.
+//
+// The label and the output live in the expander's own arrays, so that a
+// derivation allocates nothing of its own: expandLabel's result is valid
+// only until the next call, and callers copy what they keep (the AEAD and
+// header protection ciphers copy their keys, Keys copies the IV and the
+// secret).
 type expander struct {
 	mac  hash.Hash
-	info []byte
+	info [64]byte
+	out  [64]byte // SHA-384 at most
 }
 
 func newExpander(h func() hash.Hash, secret []byte) *expander {
-	return &expander{mac: hmac.New(h, secret), info: make([]byte, 0, 64)}
+	return &expander{mac: hmac.New(h, secret)}
 }
 
 // expandLabel is ExpandLabel(h, secret, label, length) for the expander's
-// secret. length must not exceed the hash's size.
+// secret. length must not exceed the hash's size. The result is
+// overwritten by the next call.
 func (e *expander) expandLabel(label string, length int) []byte {
-	if length > e.mac.Size() {
+	if length > e.mac.Size() || e.mac.Size() > len(e.out) {
 		panic("protect: HKDF-Expand-Label longer than one hash block")
 	}
 	e.mac.Reset()
-	e.info = appendHKDFLabel(e.info[:0], label, length)
-	e.info = append(e.info, 0x01) // the block counter of T(1)
-	e.mac.Write(e.info)
-	return e.mac.Sum(make([]byte, 0, e.mac.Size()))[:length]
+	info := appendHKDFLabel(e.info[:0], label, length)
+	info = append(info, 0x01) // the block counter of T(1)
+	e.mac.Write(info)
+	return e.mac.Sum(e.out[:0])[:length]
 }

@@ -102,8 +102,9 @@ func NewKeys(version uint32, suite uint16, secret []byte) (*Keys, error) {
 // newKeys builds the AEAD half of Keys from the expander x of secret; key
 // update reuses it with the unchanged header protector.
 func newKeys(p *versionParams, suite uint16, s suiteParams, secret []byte, x *expander, hp *HeaderProtector) (*Keys, error) {
+	// The key is used before the IV is derived: expandLabel reuses its
+	// output array.
 	key := x.expandLabel(p.labels.Key, s.keyLen)
-	iv := x.expandLabel(p.labels.IV, 12)
 	var aead cipher.AEAD
 	var err error
 	if s.chacha {
@@ -124,7 +125,7 @@ func newKeys(p *versionParams, suite uint16, s suiteParams, secret []byte, x *ex
 		aead:    aead,
 		hp:      hp,
 	}
-	copy(k.iv[:], iv)
+	copy(k.iv[:], x.expandLabel(p.labels.IV, 12))
 	return k, nil
 }
 
