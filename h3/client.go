@@ -348,7 +348,12 @@ func (b *clientBody) Close() error {
 // sendRequestBody writes the request content as DATA frames, then FIN.
 func sendRequestBody(st Stream, body io.ReadCloser) {
 	defer body.Close()
-	buf := make([]byte, 16+32<<10)
+	// The buffer is pooled: a request of a few hundred bytes (an RPC) paid
+	// a fresh, zeroed 32 KiB per request. st.Write copies (io.Writer must
+	// not retain p), so the buffer is free again when this returns.
+	bp := requestBodyBufs.Get().(*[]byte)
+	defer requestBodyBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := body.Read(buf[16:])
 		if n > 0 {
@@ -372,6 +377,10 @@ func sendRequestBody(st Stream, body io.ReadCloser) {
 		}
 	}
 }
+
+// requestBodyBufs holds sendRequestBody's buffers: room for a DATA frame
+// header and 32 KiB of body.
+var requestBodyBufs = sync.Pool{New: func() any { b := make([]byte, 16+32<<10); return &b }}
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
