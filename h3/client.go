@@ -226,7 +226,7 @@ func (c *ClientConn) RoundTrip(req *http.Request) (*http.Response, error) {
 		st.CloseWrite()
 	}
 
-	fr := newFrameReader(bufio.NewReaderSize(st, 16<<10), c.s.maxFieldSection)
+	fr := newFrameReader(bufio.NewReaderSize(st, streamReadBuffer), c.s.maxFieldSection)
 	trace := httptrace.ContextClientTrace(ctx)
 	for {
 		fields, err := readHeaderSection(ctx, c.s, st, fr, false)

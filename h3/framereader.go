@@ -10,6 +10,12 @@ import (
 // to the caller instead of being buffered, and unknown frames are skipped
 // without buffering, so a peer cannot make it hold more than maxPayload
 // bytes.
+// streamReadBuffer is the bufio buffer of a request stream's frame reader,
+// on either side. Reads as large as it bypass it, so bulk bodies lose
+// nothing by its being small; a request of a few hundred bytes (an RPC)
+// allocated and zeroed 16 KiB at each end when it was 16 KiB.
+const streamReadBuffer = 4 << 10
+
 type frameReader struct {
 	r *bufio.Reader
 	// maxPayload bounds the payload of buffered frames (HEADERS, SETTINGS,

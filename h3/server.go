@@ -167,7 +167,7 @@ func (sc *serverConn) shutdown() {
 func (sc *serverConn) serveStream(st Stream) {
 	defer sc.release()
 	s := sc.s
-	fr := newFrameReader(bufio.NewReaderSize(st, 16<<10), s.maxFieldSection)
+	fr := newFrameReader(bufio.NewReaderSize(st, streamReadBuffer), s.maxFieldSection)
 	fields, err := readHeaderSection(sc.reqBase, s, st, fr, true)
 	if err != nil {
 		sc.requestFailed(st, err)
