@@ -65,7 +65,8 @@ type datagram struct {
 	ep   *Endpoint // the endpoint whose socket received it
 	// rx is the shared receive buffer b lies in, when b was not copied
 	// out of it (rxbuf.go); buf is then nil.
-	rx *rxBuf
+	rx   *rxBuf
+	inRx bool // d is one of rx's own headers
 }
 
 const recvBufSize = 2048
@@ -80,8 +81,12 @@ func (d *datagram) release() {
 	d.b = nil
 	d.ep = nil
 	if x := d.rx; x != nil {
+		// A header that lives in x is x's again after unref: nothing
+		// touches d after it.
 		d.rx = nil
-		sharedDatagramPool.Put(d)
+		if !d.inRx {
+			sharedDatagramPool.Put(d)
+		}
 		x.unref()
 		return
 	}

@@ -14,7 +14,14 @@ type rxBuf struct {
 	b    []byte
 	refs atomic.Int32 // the reader's hold (while it splits) and one per datagram
 	home *rxFree
+	// ds are the datagram headers of the segments, so that splitting a
+	// message allocates nothing (a sync.Pool of headers refilled after
+	// every GC); the kernel puts at most 64 segments in one GRO message.
+	ds  [rxDatagrams]datagram
+	nds int
 }
+
+const rxDatagrams = 64
 
 // rxFree keeps receive buffers for reuse. Unlike a sync.Pool it is not
 // emptied at every garbage collection, which made a transfer allocate a
@@ -62,7 +69,7 @@ var rxFreeGRO = newRxFree(groBufSize, 32)
 const minShared = groBufSize / 4
 
 // hold takes the reader's reference before it hands out datagrams.
-func (x *rxBuf) hold() { x.refs.Store(1) }
+func (x *rxBuf) hold() { x.refs.Store(1); x.nds = 0 }
 
 // share counts one more datagram lying in x.
 func (x *rxBuf) share() { x.refs.Add(1) }
@@ -85,7 +92,14 @@ var sharedDatagramPool = sync.Pool{New: func() any { return &datagram{} }}
 // reference on x that release drops. b is capped at its length, so that
 // nothing appended to it reaches the next datagram in the buffer.
 func newSharedDatagram(x *rxBuf, b []byte) *datagram {
-	d := sharedDatagramPool.Get().(*datagram)
+	var d *datagram
+	if x.nds < len(x.ds) {
+		d = &x.ds[x.nds]
+		x.nds++
+		d.inRx = true
+	} else {
+		d = sharedDatagramPool.Get().(*datagram)
+	}
 	x.share()
 	d.rx, d.b = x, b[:len(b):len(b)]
 	return d

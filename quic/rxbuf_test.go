@@ -34,6 +34,9 @@ func TestRxBufShared(t *testing.T) {
 		if d.buf != nil {
 			t.Fatalf("datagram %d has a buffer of its own", i)
 		}
+		if d != &x.ds[i] {
+			t.Fatalf("datagram %d is not one of the buffer's own headers", i)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, d := range ds {
@@ -57,4 +60,25 @@ func TestRxBufShared(t *testing.T) {
 		}
 	}()
 	x.unref()
+}
+
+// TestRxBufManySegments checks a message of more segments than the buffer
+// has headers: the rest come from the pool and are released alike.
+func TestRxBufManySegments(t *testing.T) {
+	x := newRxFree(1<<12, 1).get()
+	x.hold()
+	var ds []*datagram
+	for i := range rxDatagrams + 3 {
+		ds = append(ds, newSharedDatagram(x, x.b[i:i+1]))
+	}
+	x.unref()
+	for i, d := range ds {
+		if d.inRx != (i < rxDatagrams) {
+			t.Fatalf("datagram %d: inRx %v", i, d.inRx)
+		}
+		d.release()
+	}
+	if got := x.refs.Load(); got != 0 {
+		t.Fatalf("refs after every release = %d, want 0", got)
+	}
 }
