@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -365,6 +366,9 @@ func RecordOf(runID int64, toolVersion string, t conformance.Target, res conform
 		Sentence:    res.Sentence,
 		Evidence:    ev,
 		Time:        now,
+	}
+	if rec.Facts, err = facts.FromEvidence(ev); err != nil {
+		return store.Record{}, err
 	}
 	add := func(kind, p string) {
 		if p != "" {

@@ -165,7 +165,7 @@ func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "run|list|show|diff|changes|sweep|import [flags] [arguments] (flags before or after the subcommand)",
+		usage:   "run|list|show|diff|changes|facts|sweep|import [flags] [arguments] (flags before or after the subcommand)",
 		examples: []string{
 			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
 			"quiver track list",
@@ -184,7 +184,8 @@ func trackCommand() *command {
 			trackSub("list", "list the stored runs", "[flags]"),
 			trackSub("show", "show a run's results (default: the latest run)", "[flags] [RUN]"),
 			trackSub("diff", "compare two runs' results", "[flags] RUN-A RUN-B"),
-			trackSub("changes", "arrived, regressed, fixed and flapping results", "[flags]"),
+			trackSub("changes", "arrived, regressed, fixed, flapping, unobservable results and fact changes", "[flags]"),
+			trackSub("facts", "the typed facts of a run (default: the latest); types those of older results", "[flags] [RUN]"),
 			trackSub("sweep", "build an implementation at each released version and test them all", "--impl NAME [flags]"),
 			trackSub("import", "record benchmark JSON files in the store", "[flags] FILE..."),
 		},

@@ -10,10 +10,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
@@ -54,7 +56,7 @@ var selectScenarios = observatory.SelectScenarios
 
 func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, sweep or import", errUsage)
+		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, facts, sweep, watch or import", errUsage)
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -64,9 +66,9 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		return trackSweep(ctx, env, o, args)
 	case "import":
 		return trackImport(ctx, env, o, args)
-	case "list", "show", "diff", "changes":
+	case "list", "show", "diff", "changes", "facts":
 	default:
-		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, sweep or import)", errUsage, sub)
+		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, facts, sweep, watch or import)", errUsage, sub)
 	}
 	st, err := openStore(ctx, o.db, false)
 	if err != nil {
@@ -103,11 +105,76 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 			return err
 		}
 		ch := results.DetectChanges(cells, o.window)
-		if o.json {
-			return writeJSON(env.stdout, ch)
+		fcells, err := st.FactCells(ctx, store.FactFilter{Target: o.target})
+		if err != nil {
+			return err
 		}
-		return results.WriteChanges(env.stdout, ch)
+		fch := facts.DetectChanges(fcells)
+		if o.json {
+			return writeJSON(env.stdout, changesJSON{Changes: ch, FactChanges: fch})
+		}
+		if err := results.WriteChanges(env.stdout, ch); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.stdout)
+		return facts.WriteChanges(env.stdout, fch)
+	case "facts":
+		return trackFacts(ctx, env, st, o, args)
 	}
+}
+
+// changesJSON is what track changes --json prints (and /api/changes serves).
+type changesJSON struct {
+	Changes     []results.Change `json:"changes"`
+	FactChanges []facts.Change   `json:"fact_changes"`
+}
+
+// trackFacts types the facts of results stored before the store kept them
+// (read from their evidence), then lists the facts of the latest run, or
+// of the run given.
+func trackFacts(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%w: track facts takes at most one run id", errUsage)
+	}
+	n, err := facts.Backfill(ctx, st)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(env.stderr, "typed the facts of %d older results\n", n)
+	}
+	var id int64
+	if len(args) == 1 {
+		if id, err = parseRunID(args[0]); err != nil {
+			return err
+		}
+	} else {
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(runs) == 0 {
+			return fmt.Errorf("no runs in %s yet", displayDB(o.db))
+		}
+		id = runs[0].ID
+	}
+	fcells, err := st.FactCells(ctx, store.FactFilter{RunID: id, Target: o.target})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(env.stdout, fcells)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tscenario\tfact\ttype\tvalue")
+	for _, c := range fcells {
+		v := c.Value
+		if c.Unit != "" {
+			v += " " + c.Unit
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printableName(c.Target.Name), c.Scenario, c.Key, c.Type, printableName(v))
+	}
+	return tw.Flush()
 }
 
 // openStore opens the store; create says whether a missing SQLite file may

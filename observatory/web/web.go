@@ -86,6 +86,7 @@ func (a *App) RegisterOnMux(mux *http.ServeMux) {
 	mux.HandleFunc("GET /bench/{id}", a.handle(a.benchRun))
 	mux.HandleFunc("GET /api/grid", a.apiGrid)
 	mux.HandleFunc("GET /api/bench", a.apiBench)
+	mux.HandleFunc("GET /api/changes", a.apiChanges)
 }
 
 // page is what a handler returns: the template, the title and the data.
