@@ -103,6 +103,17 @@ func (r *Runner) RunCampaign(ctx context.Context, c Campaign) (store.Run, error)
 	if err != nil {
 		return store.Run{}, err
 	}
+	return r.RunCampaignIn(ctx, run, c)
+}
+
+// RunCampaignIn executes the campaign within a run that already exists (a
+// keyed campaign claimed with Store.ClaimCampaign, resumed after its
+// process died): the jobs the run already holds a result for are not run
+// again, and the run is marked finished once every job has its result.
+func (r *Runner) RunCampaignIn(ctx context.Context, run store.Run, c Campaign) (store.Run, error) {
+	if len(c.Targets) == 0 || len(c.Scenarios) == 0 {
+		return store.Run{}, errors.New("campaign has no targets or no scenarios")
+	}
 	total := len(c.Targets) * len(c.Scenarios)
 	var (
 		mu   sync.Mutex
