@@ -24,9 +24,9 @@ import (
 // or after the subcommand's name (dispatch).
 type trackOpts struct {
 	db, targets, scenarios, artifacts, campaign, target string
-	impl, versions, since, cache                        string
+	impl, versions, since, cache, proxy                 string
 	parallel, window                                    int
-	timeout                                             time.Duration
+	timeout, every                                      time.Duration
 	json, queue                                         bool
 }
 
@@ -42,10 +42,12 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.window, "window", results.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
 	fs.BoolVar(&o.queue, "queue", false, "run: put the jobs in the PostgreSQL queue for quiver worker processes instead of running them")
-	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net)")
+	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net); watch: comma-separated, their new releases are swept")
 	fs.StringVar(&o.versions, "versions", "", "sweep: released `versions`, comma-separated (see go list -m -versions)")
-	fs.StringVar(&o.since, "since", "", "sweep: every released version from `version` on")
+	fs.StringVar(&o.since, "since", "", "sweep, watch: every released version from `version` on")
 	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
+	fs.DurationVar(&o.every, "every", time.Hour, "watch: `interval` of the scheduled campaign and of release checks")
+	fs.StringVar(&o.proxy, "proxy", "", "watch: Go module proxy `URL` to ask for releases (default: from GOPROXY, else proxy.golang.org)")
 }
 
 // suiteRun is the conformance suite the commands run; tests replace it.
@@ -66,6 +68,8 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		return trackSweep(ctx, env, o, args)
 	case "import":
 		return trackImport(ctx, env, o, args)
+	case "watch":
+		return trackWatch(ctx, env, o, args)
 	case "list", "show", "diff", "changes", "facts":
 	default:
 		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, facts, sweep, watch or import)", errUsage, sub)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 )
 
 // DefaultProxy is the Go module proxy asked when GOPROXY names none.
@@ -95,10 +95,10 @@ func ParseList(body []byte) []string {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		v := strings.TrimSpace(sc.Text())
-		if observatory.IsVersion(v) && !strings.ContainsAny(v, "-+") && !slices.Contains(out, v) {
+		if results.IsVersion(v) && !strings.ContainsAny(v, "-+") && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
-	slices.SortFunc(out, observatory.CompareVersions)
+	slices.SortFunc(out, results.CompareVersions)
 	return out
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -205,7 +206,7 @@ func (w *Watcher) releases(ctx context.Context, rel Release) error {
 	}
 	var errs []error
 	for _, v := range versions {
-		if rel.Since != "" && observatory.CompareVersions(v, rel.Since) < 0 {
+		if rel.Since != "" && results.CompareVersions(v, rel.Since) < 0 {
 			continue
 		}
 		key := ReleaseKey(rel, v)

@@ -17,6 +17,7 @@ import (
 	"github.com/quiver-quic/quiver/internal/leakcheck"
 	"github.com/quiver-quic/quiver/observatory"
 	"github.com/quiver-quic/quiver/observatory/internal/pgtest"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -383,7 +384,7 @@ func FuzzParseList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		vs := ParseList(b)
 		for i := 1; i < len(vs); i++ {
-			if observatory.CompareVersions(vs[i-1], vs[i]) >= 0 {
+			if results.CompareVersions(vs[i-1], vs[i]) >= 0 {
 				t.Fatalf("not in order: %v", vs)
 			}
 		}

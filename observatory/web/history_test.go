@@ -3,10 +3,12 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +124,44 @@ func TestAPIChanges(t *testing.T) {
 	}
 	if _, body := get(t, srv.URL+"/api/changes?target=nobody"); body != "{\n  \"changes\": [],\n  \"fact_changes\": []\n}\n" {
 		t.Errorf("/api/changes of an unknown target: %q", body)
+	}
+}
+
+func TestFeed(t *testing.T) {
+	srv, _ := releaseServer(t)
+	resp, body := get(t, srv.URL+"/feed.atom")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/atom+xml; charset=utf-8" {
+		t.Fatalf("GET /feed.atom: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var f atomFeed
+	if err := xml.Unmarshal([]byte(body), &f); err != nil {
+		t.Fatalf("feed is not XML: %v\n%s", err, body)
+	}
+	var titles []string
+	ids := map[string]bool{}
+	for _, e := range f.Entries {
+		titles = append(titles, e.Title)
+		if ids[e.ID] || !strings.HasPrefix(e.ID, "tag:quiver,2026:") || !strings.HasPrefix(e.Link.Href, srv.URL+"/results/") {
+			t.Errorf("entry %+v: id repeated or malformed, or link outside the dashboard", e)
+		}
+		ids[e.ID] = true
+	}
+	// Newest first: v0.51.0, then v0.41.0, then the two of v0.40.1.
+	want := []string{
+		"quic-go v0.51.0: pkt-duplicate-packet became unobservable",
+		"quic-go v0.41.0: tp.max_datagram_frame_size 1200 → 16383 bytes",
+		"quic-go v0.40.1: ecn-server-marks arrived",
+		"quic-go v0.40.1: ecn.marking not-ECT → not-ECT+ECT(0)",
+	}
+	if fmt.Sprint(titles) != fmt.Sprint(want) {
+		t.Errorf("feed titles:\n%q\nwant\n%q", titles, want)
+	}
+	if !strings.Contains(body, "No PATH_RESPONSE to the probe.") || f.Updated != "2026-12-01T03:00:00Z" {
+		t.Errorf("feed lacks the reason or is not updated at the newest change (%s):\n%s", f.Updated, body)
+	}
+	// The same store gives the same ids: a reader sees each change once.
+	_, again := get(t, srv.URL+"/feed.atom")
+	if again != body {
+		t.Error("the feed changed between two reads of an unchanged store")
 	}
 }

@@ -87,6 +87,7 @@ func (a *App) RegisterOnMux(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/grid", a.apiGrid)
 	mux.HandleFunc("GET /api/bench", a.apiBench)
 	mux.HandleFunc("GET /api/changes", a.apiChanges)
+	mux.HandleFunc("GET /feed.atom", a.feed)
 }
 
 // page is what a handler returns: the template, the title and the data.
