@@ -68,6 +68,7 @@ var (
 	// A run of 8 or more hex digits not written as 0x… (a version, a
 	// parameter ID) is a token or a connection ID.
 	randomID = regexp.MustCompile(`(^|[^x0-9a-f])[0-9a-f]{8,}`)
+	counted  = regexp.MustCompile(`\b\d{2,}\b|\d\.\d`)
 	ecnCount = regexp.MustCompile(`(not-ECT|ECT\(0\)|ECT\(1\)|CE) (\d+)`)
 	// grease versions (RFC 9000 §15: 0x?a?a?a?a) inside text.
 	greaseText = regexp.MustCompile(`0x[0-9a-f]a[0-9a-f]a[0-9a-f]a[0-9a-f]a\b`)
@@ -114,6 +115,11 @@ func Comparable(f store.Fact) (string, bool) {
 		if duration.MatchString(v) || randomID.MatchString(greaseText.ReplaceAllString(v, "")) {
 			return "", false
 		}
+		// A sentence with counts in it ("26 ACK packets for 50 …") is a
+		// measurement; a short label ("stays on v1 when v2 is offered") is not.
+		if f.Type == store.FactString && strings.Contains(v, " ") && counted.MatchString(v) {
+			return "", false
+		}
 		return v, true
 	}
 	return f.Value, true
@@ -135,10 +141,28 @@ func dropGrease(list string) string {
 	return string(j)
 }
 
-// Noise: a fact whose value changes at more than a third of the steps of
-// a series of at least noisyMin results says more about the connection
-// than the implementation; its changes are not listed.
+// Noise: a fact that changes three times or more, at more than a third of
+// the steps of its series or coming back to a value it had left, says more
+// about the connection than about the implementation; its changes are not
+// listed. (A regression and its fix, two changes, are still listed.)
 const noisyMin = 4
+
+func noisy(points int, steps []Change) bool {
+	if len(steps) < 3 {
+		return false
+	}
+	if points >= noisyMin && len(steps)*3 > points-1 {
+		return true
+	}
+	seen := map[string]bool{steps[0].From: true}
+	for _, s := range steps {
+		if seen[s.To] {
+			return true
+		}
+		seen[s.To] = true
+	}
+	return false
+}
 
 // DetectChanges finds the fact changes along each target × scenario in
 // cells, which must be in history order (as Store.FactCells returns them).
@@ -238,7 +262,7 @@ func DetectChanges(cells []store.FactCell) []Change {
 					Scenarios: []string{s.scenario}, Time: b.r.time,
 				})
 			}
-			if len(pts) >= noisyMin && len(steps)*3 > len(pts)-1 {
+			if noisy(len(pts), steps) {
 				continue
 			}
 			out = append(out, steps...)
