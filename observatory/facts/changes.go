@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,6 +70,7 @@ var (
 	// A run of 8 or more hex digits not written as 0x… (a version, a
 	// parameter ID) is a token or a connection ID.
 	randomID = regexp.MustCompile(`(^|[^x0-9a-f])[0-9a-f]{8,}`)
+	ackRatio = regexp.MustCompile(`\((\d+(\.\d+)?)\)`)
 	counted  = regexp.MustCompile(`\b\d{2,}\b|\d\.\d`)
 	ecnCount = regexp.MustCompile(`(not-ECT|ECT\(0\)|ECT\(1\)|CE) (\d+)`)
 	// grease versions (RFC 9000 §15: 0x?a?a?a?a) inside text.
@@ -107,6 +110,16 @@ func Comparable(f store.Fact) (string, bool) {
 				return "none", true
 			}
 			return strings.Join(seen, "+"), true
+		}
+		// An ACK ratio is compared by how many packets one ACK covers,
+		// rounded: 26 ACKs for 50 packets and 23 for 50 are both "every
+		// 2nd", 5 for 50 is "every 10th".
+		if m := ackRatio.FindStringSubmatch(f.Value); m != nil && strings.HasPrefix(f.Key, "ack.ratio") {
+			r, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || r <= 0 {
+				return "no ACK", true
+			}
+			return fmt.Sprintf("1 ACK per %d packets", int(math.Round(1/r))), true
 		}
 		v := f.Value
 		if f.Type == store.FactList {

@@ -101,7 +101,10 @@ func TestComparable(t *testing.T) {
 		{store.Fact{Key: "version.supported", Type: store.FactList, Value: `["version 0xda2aaaba", "version 0x00000001"]`}, `["version 0x00000001"]`, true},
 		{store.Fact{Key: "x.token", Type: store.FactString, Value: "token 5a3acc47e1"}, "", false},
 		{store.Fact{Key: "retry.policy", Type: store.FactString, Value: "no retry on first contact"}, "no retry on first contact", true},
-		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "", false},
+		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "1 ACK per 2 packets", true},
+		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "21 ACK packets for 50 ack-eliciting packets (0.42)"}, "1 ACK per 2 packets", true},
+		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "5 ACK packets for 50 ack-eliciting packets (0.10)"}, "1 ACK per 10 packets", true},
+		{store.Fact{Key: "ack.delays", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "", false},
 		{store.Fact{Key: "v2.upgrade", Type: store.FactString, Value: "stays on v1 when v2 is offered"}, "stays on v1 when v2 is offered", true},
 		{store.Fact{Key: "tls.cipher", Type: store.FactString, Value: "TLS_AES_128_GCM_SHA256"}, "TLS_AES_128_GCM_SHA256", true},
 	} {
