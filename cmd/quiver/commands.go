@@ -165,7 +165,7 @@ func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "run|list|show|diff|changes|facts|sweep|watch|import [flags] [arguments] (flags before or after the subcommand)",
+		usage:   "run|list|show|diff|changes|facts|sweep|watch|import|export|evolution [flags] [arguments] (flags before or after the subcommand)",
 		examples: []string{
 			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
 			"quiver track list",
@@ -190,7 +190,9 @@ func trackCommand() *command {
 			trackSub("facts", "the typed facts of a run (default: the latest); types those of older results", "[flags] [RUN]"),
 			trackSub("sweep", "build an implementation at each released version and test them all", "--impl NAME [flags]"),
 			trackSub("watch", "run a campaign on a schedule and sweep each new release of --impl", "[flags] [targets.json]"),
-			trackSub("import", "record benchmark JSON files in the store", "[flags] FILE..."),
+			trackSub("import", "record benchmark JSON files or dataset files (*.json.gz) in the store", "[flags] FILE..."),
+			trackSub("export", "write a target's history as a dataset file (--target NAME)", "[flags] FILE.json.gz"),
+			trackSub("evolution", "docs/evolution.md from the datasets kept in the repository (or the files given)", "[flags] [FILE.json.gz...]"),
 		},
 	}
 }
@@ -231,11 +233,14 @@ func webCommand() *command {
 				return fmt.Errorf("%w: web takes no arguments", errUsage)
 			}
 			o := opts.(*webOpts)
-			st, err := openStore(ctx, o.db, false)
+			// A fresh store is made, and the release history kept in the
+			// repository imported, so that a fresh clone shows something.
+			st, err := openStore(ctx, o.db, true)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			importHistory(ctx, env, st)
 			return serveDashboard(ctx, env, st, o.addr, o.artifacts)
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,11 +24,11 @@ import (
 // trackOpts are the flags of every track subcommand. They may come before
 // or after the subcommand's name (dispatch).
 type trackOpts struct {
-	db, targets, scenarios, artifacts, campaign, target string
-	impl, versions, since, cache, proxy                 string
-	parallel, window                                    int
-	timeout, every                                      time.Duration
-	json, queue                                         bool
+	db, targets, scenarios, artifacts, campaign, target  string
+	impl, versions, since, cache, proxy, commit, command string
+	parallel, window                                     int
+	timeout, every                                       time.Duration
+	json, queue                                          bool
 }
 
 func (o *trackOpts) setFlags(fs *flag.FlagSet) {
@@ -47,6 +48,8 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.since, "since", "", "sweep, watch: every released version from `version` on")
 	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
 	fs.DurationVar(&o.every, "every", time.Hour, "watch: `interval` of the scheduled campaign and of release checks")
+	fs.StringVar(&o.commit, "commit", "", "export: the Quiver `commit` that measured the data, kept in the dataset")
+	fs.StringVar(&o.command, "command", "", "export: the `command line` that measured the data, kept in the dataset")
 	fs.StringVar(&o.proxy, "proxy", "", "watch: Go module proxy `URL` to ask for releases (default: from GOPROXY, else proxy.golang.org)")
 }
 
@@ -58,7 +61,7 @@ var selectScenarios = observatory.SelectScenarios
 
 func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, facts, sweep, watch or import", errUsage)
+		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, facts, sweep, watch, import, export or evolution", errUsage)
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -70,9 +73,13 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		return trackImport(ctx, env, o, args)
 	case "watch":
 		return trackWatch(ctx, env, o, args)
+	case "export":
+		return trackExport(ctx, env, o, args)
+	case "evolution":
+		return trackEvolution(ctx, env, o, args)
 	case "list", "show", "diff", "changes", "facts":
 	default:
-		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, facts, sweep, watch or import)", errUsage, sub)
+		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, facts, sweep, watch, import, export or evolution)", errUsage, sub)
 	}
 	st, err := openStore(ctx, o.db, false)
 	if err != nil {
@@ -386,7 +393,12 @@ func trackImport(ctx context.Context, env *cmdEnv, o *trackOpts, files []string)
 		return fmt.Errorf("%w: track import needs benchmark JSON files (e.g. bench-results/*/ackfreq.json)", errUsage)
 	}
 	var recs []store.BenchRun
+	var datasets []string
 	for _, f := range files {
+		if isDataset(f) {
+			datasets = append(datasets, f)
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return err
@@ -402,15 +414,21 @@ func trackImport(ctx context.Context, env *cmdEnv, o *trackOpts, files []string)
 		return err
 	}
 	defer st.Close()
+	for _, f := range datasets {
+		if err := importDataset(ctx, env, st, f); err != nil {
+			return err
+		}
+	}
+	benchFiles := slices.DeleteFunc(slices.Clone(files), isDataset)
 	for i, b := range recs {
 		id, err := st.AddBenchRun(ctx, b)
 		switch {
 		case errors.Is(err, store.ErrDuplicate):
-			fmt.Fprintf(env.stdout, "%s: already recorded\n", files[i])
+			fmt.Fprintf(env.stdout, "%s: already recorded\n", benchFiles[i])
 		case err != nil:
-			return fmt.Errorf("%s: %w", files[i], err)
+			return fmt.Errorf("%s: %w", benchFiles[i], err)
 		default:
-			fmt.Fprintf(env.stdout, "%s: benchmark run %d (%s, %d rows)\n", files[i], id, b.Kind, len(b.Summary))
+			fmt.Fprintf(env.stdout, "%s: benchmark run %d (%s, %d rows)\n", benchFiles[i], id, b.Kind, len(b.Summary))
 		}
 	}
 	return nil

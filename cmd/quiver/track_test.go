@@ -152,9 +152,17 @@ func TestDemoNoWeb(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json")
+	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json", "1")
 	if code != 0 || !strings.Contains(out, `"artifacts"`) {
 		t.Errorf("the demo's result names no artifacts:\n%s", out)
+	}
+	// The release history kept in the repository came with it.
+	if !strings.Contains(errs, "runs of release history") {
+		t.Errorf("demo did not import the release history:\n%s", errs)
+	}
+	out, _, code = quiver(t, "track", "changes", "--db", filepath.Join(dir, "q.db"), "--target", "quic-go releases")
+	if code != 0 || !strings.Contains(out, "quic-go v0.41.0: tp.max_datagram_frame_size 1200 → 16383 bytes") {
+		t.Errorf("track changes over the imported history:\n%s", out)
 	}
 }
 
