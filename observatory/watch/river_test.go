@@ -34,7 +34,7 @@ func TestWatchRiver(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 2 {
 			st := openStore(t, dsn)
-			w := newWatcher(st, p, &suite{}, sweeps, &mu)
+			w := newWatcher(st, p.srv.URL, &suite{}, sweeps, &mu)
 			w.Event = func(e Event) { ev <- e }
 			r := &River{Watcher: w, Interval: time.Hour}
 			wg.Go(func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,7 +22,12 @@ import (
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) {
+	if dsn := os.Getenv("QUIVER_WATCH_CHILD_DSN"); dsn != "" {
+		os.Exit(watchChild(dsn, os.Getenv("QUIVER_WATCH_CHILD_PROXY")))
+	}
+	leakcheck.Main(m)
+}
 
 // module is the fake module the local proxy serves; its path has upper
 // case letters, which the GOPROXY protocol escapes.
@@ -124,10 +130,10 @@ func openStore(t *testing.T, dsn string) store.Store {
 
 // newWatcher watches the fake module from since on; its sweep runs the
 // fake suite into the release's run, and sweeps counts each sweep.
-func newWatcher(st store.Store, p *proxy, s *suite, sweeps map[string]int, mu *sync.Mutex) *Watcher {
+func newWatcher(st store.Store, proxyURL string, s *suite, sweeps map[string]int, mu *sync.Mutex) *Watcher {
 	r := &observatory.Runner{Store: st, Run: s.run, ToolVersion: "test"}
 	return &Watcher{
-		Store: st, Proxy: p.srv.URL, ToolVersion: "test",
+		Store: st, Proxy: proxyURL, ToolVersion: "test",
 		Releases: []Release{{Impl: "fake", Module: module, Since: "v0.1.0"}},
 		SweepRelease: func(ctx context.Context, rel Release, v string, run store.Run) error {
 			mu.Lock()
@@ -177,7 +183,7 @@ func TestWatchSweepsNewRelease(t *testing.T) {
 		p := newProxy(t, "v0.0.9", "v0.1.0", "v0.1.5", "v0.2.0-rc.1")
 		var mu sync.Mutex
 		sweeps := map[string]int{}
-		w := newWatcher(st, p, &suite{}, sweeps, &mu)
+		w := newWatcher(st, p.srv.URL, &suite{}, sweeps, &mu)
 		ev := events(w)
 		ticks := make(chan time.Time)
 		done := make(chan error, 1)
@@ -237,7 +243,7 @@ func TestWatchKillMidCampaign(t *testing.T) {
 		// The first watcher: killed while the release's third scenario runs.
 		st1 := openStore(t, dsn)
 		s1 := &suite{block: "s3", blocked: make(chan struct{})}
-		w1 := newWatcher(st1, p, s1, sweeps, &mu)
+		w1 := newWatcher(st1, p.srv.URL, s1, sweeps, &mu)
 		ctx, kill := context.WithCancel(bg)
 		done := make(chan error, 1)
 		go func() { done <- w1.Run(ctx, nil) }()
@@ -257,7 +263,7 @@ func TestWatchKillMidCampaign(t *testing.T) {
 		// The second: a fresh process on the same store.
 		st2 := openStore(t, dsn)
 		s2 := &suite{}
-		w2 := newWatcher(st2, p, s2, sweeps, &mu)
+		w2 := newWatcher(st2, p.srv.URL, s2, sweeps, &mu)
 		var kinds []string
 		w2.Event = func(e Event) { kinds = append(kinds, e.Kind+" "+e.Key) }
 		if err := w2.Tick(bg); err != nil {
