@@ -30,8 +30,13 @@ func trackExport(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 	if err != nil {
 		return err
 	}
-	// Measured: when the last run started.
-	ds.Command, ds.Commit, ds.Measured = o.command, o.commit, ds.Runs[len(ds.Runs)-1].Started
+	// Measured: when the latest run started.
+	ds.Command, ds.Commit = o.command, o.commit
+	for _, r := range ds.Runs {
+		if r.Started.After(ds.Measured) {
+			ds.Measured = r.Started
+		}
+	}
 	var buf bytes.Buffer
 	if err := dataset.Write(&buf, ds); err != nil {
 		return err

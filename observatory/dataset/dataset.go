@@ -20,8 +20,10 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/observatory"
 	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
@@ -104,6 +106,11 @@ func Export(ctx context.Context, st store.Store, target string) (*Dataset, error
 		}
 		ds.Runs[i].Results = append(ds.Runs[i].Results, Result{Scenario: rec.Scenario, Title: ev.Title, Verdict: rec.Verdict,
 			Sentence: rec.Sentence, Facts: ev.Facts, Error: ev.Error})
+	}
+	// Releases swept later (unlisted ones, asked for by name) go in
+	// release order, which is the order history follows once imported.
+	if !slices.ContainsFunc(ds.Runs, func(r Run) bool { return !observatory.IsVersion(r.Version) }) {
+		slices.SortStableFunc(ds.Runs, func(a, b Run) int { return observatory.CompareVersions(a.Version, b.Version) })
 	}
 	return ds, nil
 }

@@ -44,7 +44,9 @@ func open(t *testing.T, dsn string) store.Store {
 func sweep(t *testing.T, st store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	for i, v := range []string{"v0.40.1", "v0.41.0"} {
+	// v0.41.0 first: a release swept later still goes in release order.
+	for _, v := range []string{"v0.41.0", "v0.40.1"} {
+		i := map[string]int{"v0.40.1": 0, "v0.41.0": 1}[v]
 		started := time.Date(2026, 12, 1, i, 0, 0, 0, time.UTC)
 		run, err := st.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go " + v, ToolVersion: "test", Started: started})
 		if err != nil {
