@@ -165,7 +165,8 @@ func TestEmbedded(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add([]byte(`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass","facts":[{"key":"k","value":1}]}]}]}`))
+	f.Add([]byte(`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1",` +
+		`"results":[{"scenario":"s","verdict":"pass","facts":[{"key":"k","value":1}]}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ds, err := Decode(b)
 		if err != nil {

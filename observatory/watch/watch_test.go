@@ -377,7 +377,9 @@ func TestListVersionsErrors(t *testing.T) {
 	if vs, err := ListVersions(ctx, nil, p.srv.URL, module); err != nil || fmt.Sprint(vs) != "[v0.1.0]" {
 		t.Errorf("ListVersions = %v, %v", vs, err)
 	}
-	for env, want := range map[string]string{"": DefaultProxy, "direct": DefaultProxy, "https://a.example/,direct": "https://a.example", "off|https://b": "https://b"} {
+	for env, want := range map[string]string{
+		"": DefaultProxy, "direct": DefaultProxy, "https://a.example/,direct": "https://a.example", "off|https://b": "https://b",
+	} {
 		if got := ProxyFromEnv(env); got != want {
 			t.Errorf("ProxyFromEnv(%q) = %q, want %q", env, got, want)
 		}

@@ -69,7 +69,9 @@ func TestBrowserHistory(t *testing.T) {
 	if fmt.Sprint(heads) != "[v0.37.5 v0.40.1 v0.41.0 v0.51.0]" {
 		t.Errorf("heatmap columns %q", heads)
 	}
-	dup := eval(`[...document.querySelector("table.heatmap").querySelectorAll("tr")].filter(r => r.textContent.includes("pkt-duplicate-packet"))[0].querySelectorAll("td.hm").values().map(td => td.className).toArray()`)
+	dup := eval(`[...document.querySelector("table.heatmap").querySelectorAll("tr")]
+		.filter(r => r.textContent.includes("pkt-duplicate-packet"))[0]
+		.querySelectorAll("td.hm").values().map(td => td.className).toArray()`)
 	if fmt.Sprint(dup) != "[hm v-pass hm v-pass hm v-pass hm v-inconclusive]" {
 		t.Errorf("pkt-duplicate-packet heatmap cells %q", dup)
 	}
@@ -82,7 +84,8 @@ func TestBrowserHistory(t *testing.T) {
 	}
 	title, _ := chromedp.Run(ctx, chromedp.Title())
 	facts := eval(`[...document.querySelectorAll("table.fact-changes tbody tr")].map(r => r.innerText.replace(/\s+/g, " ").trim())`)
-	if !strings.Contains(title, "What changed in quic-go v0.41.0") || len(facts) != 1 || !strings.Contains(facts[0], "tp.max_datagram_frame_size 1200 v0.40.1 16383 bytes") {
+	if !strings.Contains(title, "What changed in quic-go v0.41.0") || len(facts) != 1 ||
+		!strings.Contains(facts[0], "tp.max_datagram_frame_size 1200 v0.40.1 16383 bytes") {
 		t.Errorf("release page %q: fact changes %q", title, facts)
 	}
 	shoot("release-v0.41.0.png")
