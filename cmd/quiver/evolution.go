@@ -78,8 +78,9 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Each section is one implementation's releases as a version sweep measured them (`quiver track sweep`, one run per")
 	fmt.Fprintln(w, "release), kept in the repository as a dataset that `quiver demo` and `quiver web` import. A change is listed at the")
-	fmt.Fprintln(w, "first release of the sweep that shows it: the module proxy does not list every release, so it is the **first listed**")
-	fmt.Fprintln(w, "release, and the change may have come in an unlisted one before it. Verdict changes include a scenario becoming")
+	fmt.Fprintln(w, "first release of the sweep that shows it. The module proxy does not list every release (the sweeps add the unlisted")
+	fmt.Fprintln(w, "ones they name), so where releases are missing between \"after\" and the release named, the change came in one of")
+	fmt.Fprintln(w, "them: read the release as the **first swept** (first listed) release that has it. Verdict changes include a scenario becoming")
 	fmt.Fprintln(w, "inconclusive (\"became unobservable\") or judged again; fact changes compare what the scenarios recorded (transport")
 	fmt.Fprintln(w, "parameters decoded, ECN codepoints seen, ACK ratio as packets per ACK), leaving out timings, random values and facts")
 	fmt.Fprintln(w, "that change back and forth. Notes on building old releases and on the causes of earlier findings are in")
@@ -111,14 +112,15 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 			}
 		}
 		fmt.Fprintf(w, "\n## %s\n\n", ds.Name)
-		fmt.Fprintf(w, "Reproduce: `%s` at Quiver commit `%s`, then `quiver track export --target '%s' …`;\n",
+		fmt.Fprintf(w, "Reproduce: `%s` at Quiver commit `%s` (the suite that measured), then\n"+
+			"`quiver track export --db sweeps.db --target '%s' FILE.json.gz` and `quiver track evolution > docs/evolution.md`;\n",
 			cmp.Or(ds.Command, "(command not recorded)"), cmp.Or(ds.Commit, "unknown"), ds.Name)
 		fmt.Fprintf(w, "measured up to %s. %d releases: %s.\n\n", ds.Measured.Format("2006-01-02"), len(ds.Runs), strings.Join(versions, ", "))
 		fmt.Fprintf(w, "**%d changes found**: %d verdict changes (%s) and %d fact changes.\n\n", len(ch)+len(fch), len(ch), strings.Join(tally, ", "), len(fch))
 		if len(fch) > 0 {
 			fmt.Fprintln(w, "### Facts")
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "| first listed release | fact | before | after | seen by |")
+			fmt.Fprintln(w, "| first swept release | fact | before | after | seen by |")
 			fmt.Fprintln(w, "|---|---|---|---|---|")
 			for _, c := range fch {
 				from, to := cmp.Or(c.From, "(absent)"), cmp.Or(c.To, "(absent)")
@@ -133,7 +135,7 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 		if len(ch) > 0 {
 			fmt.Fprintln(w, "### Verdicts")
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "| first listed release | change | scenario | before | after | evidence |")
+			fmt.Fprintln(w, "| first swept release | change | scenario | before | after | evidence |")
 			fmt.Fprintln(w, "|---|---|---|---|---|---|")
 			for _, c := range ch {
 				rel := c.To.Target.Version

@@ -17,7 +17,10 @@ func TestEvolutionDoc(t *testing.T) {
 	for _, want := range []string{
 		"## quic-go releases",
 		"| v0.41.0 (after v0.40.1) | `tp.max_datagram_frame_size` | 1200 bytes | 16383 bytes |",
-		"| became unobservable | `pkt-duplicate-packet` | pass (v0.48.2) | inconclusive |",
+		"| v0.51.0 | became unobservable | `pkt-duplicate-packet` | pass (v0.50.0) | inconclusive |",
+		"| v0.51.0 (after v0.50.0) | `tp.disable_active_migration` | present | (absent) |",
+		"## go-x-net releases",
+		"| v0.62.0 (after v0.61.0) | `tp.active_connection_id_limit` | (absent) | 4 |",
 		"changes found",
 	} {
 		if !strings.Contains(out, want) {
