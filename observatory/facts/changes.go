@@ -71,7 +71,9 @@ var (
 	// parameter ID) is a token or a connection ID.
 	randomID = regexp.MustCompile(`(^|[^x0-9a-f])[0-9a-f]{8,}`)
 	ackRatio = regexp.MustCompile(`\((\d+(\.\d+)?)\)`)
-	counted  = regexp.MustCompile(`\b\d{2,}\b|\d\.\d`)
+	// A number standing alone in a sentence ("3 of 3", "count 4;"), not
+	// part of a name (v1, X25519, TLS_AES_128_GCM_SHA256).
+	counted  = regexp.MustCompile(`(^|[\s(\[×=])\d+(\.\d+)?([\s,;:)\]%]|$)`)
 	ecnCount = regexp.MustCompile(`(not-ECT|ECT\(0\)|ECT\(1\)|CE) (\d+)`)
 	// grease versions (RFC 9000 §15: 0x?a?a?a?a) inside text.
 	greaseText = regexp.MustCompile(`0x[0-9a-f]a[0-9a-f]a[0-9a-f]a[0-9a-f]a\b`)
@@ -129,7 +131,7 @@ func Comparable(f store.Fact) (string, bool) {
 			return "", false
 		}
 		// A sentence with counts in it ("26 ACK packets for 50 …") is a
-		// measurement; a short label ("stays on v1 when v2 is offered") is not.
+		// measurement; a label ("stays on v1 when v2 is offered") is not.
 		if f.Type == store.FactString && strings.Contains(v, " ") && counted.MatchString(v) {
 			return "", false
 		}

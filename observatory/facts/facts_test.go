@@ -107,6 +107,10 @@ func TestComparable(t *testing.T) {
 		{store.Fact{Key: "ack.delays", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "", false},
 		{store.Fact{Key: "v2.upgrade", Type: store.FactString, Value: "stays on v1 when v2 is offered"}, "stays on v1 when v2 is offered", true},
 		{store.Fact{Key: "tls.cipher", Type: store.FactString, Value: "TLS_AES_128_GCM_SHA256"}, "TLS_AES_128_GCM_SHA256", true},
+		{store.Fact{Key: "tls.group", Type: store.FactString, Value: "X25519MLKEM768"}, "X25519MLKEM768", true},
+		{store.Fact{Key: "ecn.ce-feedback", Type: store.FactString, Value: "largest ECN-CE count 3; 3 CE-marked packets acknowledged"}, "", false},
+		{store.Fact{Key: "ecn.ce-counted", Type: store.FactString, Value: "3 of 3"}, "", false},
+		{store.Fact{Key: "cid.retire-current", Type: store.FactString, Value: "close PROTOCOL_VIOLATION"}, "close PROTOCOL_VIOLATION", true},
 	} {
 		if v, ok := Comparable(tc.f); v != tc.want || ok != tc.ok {
 			t.Errorf("Comparable(%+v) = %q, %v; want %q, %v", tc.f, v, ok, tc.want, tc.ok)
