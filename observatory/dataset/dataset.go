@@ -23,8 +23,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quiver-quic/quiver/observatory"
 	"github.com/quiver-quic/quiver/observatory/facts"
+	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -109,8 +109,8 @@ func Export(ctx context.Context, st store.Store, target string) (*Dataset, error
 	}
 	// Releases swept later (unlisted ones, asked for by name) go in
 	// release order, which is the order history follows once imported.
-	if !slices.ContainsFunc(ds.Runs, func(r Run) bool { return !observatory.IsVersion(r.Version) }) {
-		slices.SortStableFunc(ds.Runs, func(a, b Run) int { return observatory.CompareVersions(a.Version, b.Version) })
+	if !slices.ContainsFunc(ds.Runs, func(r Run) bool { return !results.IsVersion(r.Version) }) {
+		slices.SortStableFunc(ds.Runs, func(a, b Run) int { return results.CompareVersions(a.Version, b.Version) })
 	}
 	return ds, nil
 }
