@@ -58,6 +58,10 @@ func TestBrowserHistory(t *testing.T) {
 	if fmt.Sprint(areas) != "[ECN (1) handshake (1) packets (1)]" {
 		t.Errorf("grid areas %q", areas)
 	}
+	recent := eval(`[...document.querySelectorAll("ul.fact-list li")].map(e => e.innerText)`)
+	if len(recent) != 2 || !strings.HasPrefix(recent[0], "quic-go v0.41.0: tp.max_datagram_frame_size 1200 → 16383 bytes") {
+		t.Errorf("recent fact changes on the grid %q, newest first", recent)
+	}
 	shoot("grid-by-area.png")
 
 	// Adoption: one heatmap cell per scenario × release, in release

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
@@ -155,7 +156,9 @@ func (a *App) handle(f func(r *http.Request) (page, error)) http.HandlerFunc {
 type gridData struct {
 	Grid    *results.Grid
 	Changes []results.Change
-	Bench   benchPanel
+	// FactChanges are the latest fact changes, newest first.
+	FactChanges []facts.Change
+	Bench       benchPanel
 }
 
 // Cell is used by the template; a missing cell is nil.
@@ -195,11 +198,20 @@ func (a *App) grid(r *http.Request) (page, error) {
 	if len(ch) > 10 {
 		ch = ch[:10]
 	}
+	fcells, err := a.store.FactCells(r.Context(), store.FactFilter{})
+	if err != nil {
+		return page{}, err
+	}
+	fch := facts.DetectChanges(fcells)
+	slices.Reverse(fch)
+	if len(fch) > 10 {
+		fch = fch[:10]
+	}
 	bp, err := a.benchPanel(r)
 	if err != nil {
 		return page{}, err
 	}
-	return page{"grid", "Targets × scenarios", gridData{Grid: results.NewGrid(cells), Changes: ch, Bench: bp}}, nil
+	return page{"grid", "Targets × scenarios", gridData{Grid: results.NewGrid(cells), Changes: ch, FactChanges: fch, Bench: bp}}, nil
 }
 
 func (a *App) changes(r *http.Request) (page, error) {
