@@ -108,9 +108,28 @@ func Export(ctx context.Context, st store.Store, target string) (*Dataset, error
 			Sentence: rec.Sentence, Facts: ev.Facts, Error: ev.Error})
 	}
 	// Releases swept later (unlisted ones, asked for by name) go in
-	// release order, which is the order history follows once imported.
+	// release order, which is the order history follows once imported;
+	// a release swept twice (more scenarios the second time) is one run,
+	// its first result of each scenario kept.
 	if !slices.ContainsFunc(ds.Runs, func(r Run) bool { return !results.IsVersion(r.Version) }) {
 		slices.SortStableFunc(ds.Runs, func(a, b Run) int { return results.CompareVersions(a.Version, b.Version) })
+		var merged []Run
+		for _, r := range ds.Runs {
+			if n := len(merged); n > 0 && merged[n-1].Version == r.Version {
+				m := &merged[n-1]
+				for _, res := range r.Results {
+					if !slices.ContainsFunc(m.Results, func(x Result) bool { return x.Scenario == res.Scenario }) {
+						m.Results = append(m.Results, res)
+					}
+				}
+				if r.Finished.After(m.Finished) {
+					m.Finished = r.Finished
+				}
+				continue
+			}
+			merged = append(merged, r)
+		}
+		ds.Runs = merged
 	}
 	return ds, nil
 }

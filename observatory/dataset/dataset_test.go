@@ -80,6 +80,18 @@ func TestExportImport(t *testing.T) {
 		ctx := context.Background()
 		src := open(t, filepath.Join(t.TempDir(), "src.db"))
 		sweep(t, src)
+		// v0.40.1 swept again with one more scenario: one run in the dataset.
+		again, err := src.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go v0.40.1", ToolVersion: "test", Started: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sc := range []string{"hs-v1-basic", "tls-server-key-update"} {
+			if _, err := src.AddResult(ctx, store.Record{RunID: again.ID, ToolVersion: "test", Scenario: sc, Verdict: "warn", Sentence: sc + " warn",
+				Target:   store.Target{Name: "quic-go releases", Implementation: "quic-go", Version: "v0.40.1"},
+				Evidence: json.RawMessage(`{"scenario":"` + sc + `","verdict":"warn"}`), Time: again.Started}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ds, err := Export(ctx, src, "quic-go releases")
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +123,8 @@ func TestExportImport(t *testing.T) {
 		for _, c := range cells {
 			got = append(got, c.Target.Version+" "+c.Scenario+" "+c.Verdict)
 		}
-		want := "[v0.40.1 hs-v1-basic pass v0.40.1 pkt-duplicate-packet pass v0.41.0 hs-v1-basic pass v0.41.0 pkt-duplicate-packet inconclusive]"
+		want := "[v0.40.1 hs-v1-basic pass v0.40.1 pkt-duplicate-packet pass v0.40.1 tls-server-key-update warn " +
+			"v0.41.0 hs-v1-basic pass v0.41.0 pkt-duplicate-packet inconclusive]"
 		if fmt.Sprint(got) != want {
 			t.Errorf("imported cells %v", got)
 		}

@@ -95,6 +95,16 @@ func (s *Sweep) prepare() (peers.Impl, peers.ServerOpts, func(), error) {
 		cleanup()
 		return pim, peers.ServerOpts{}, nil, err
 	}
+	// The large resource (docs/conformance-model.md, Target profile: at
+	// least 1 MiB) for the transfer, key-update and recovery scenarios.
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(www, LargePath[1:]), large, 0o644); err != nil {
+		cleanup()
+		return pim, peers.ServerOpts{}, nil, err
+	}
 	cert, key, err := peers.WriteSelfSignedCert(work)
 	if err != nil {
 		cleanup()
@@ -117,6 +127,9 @@ func (s *Sweep) RunInto(ctx context.Context, version string, run store.Run) (Out
 	s.report(o)
 	return o, o.Err
 }
+
+// LargePath is the large resource each swept server serves.
+const LargePath = "/large.bin"
 
 // ErrStart marks a server that did not start.
 var ErrStart = errStart
@@ -144,7 +157,8 @@ func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peer
 	cmd := *pim.Server
 	cmd.Path = b.Binary
 	pim.Server = &cmd
-	t := conformance.Target{Name: TargetName(s.Impl), SNI: "localhost", ALPN: pim.ALPNs, Implementation: s.Impl.Name, Version: version}
+	t := conformance.Target{Name: TargetName(s.Impl), SNI: "localhost", ALPN: pim.ALPNs, Implementation: s.Impl.Name, Version: version,
+		SmallPath: "/index.html", LargePath: LargePath}
 	srv, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, pim, so))
 	if err != nil {
 		o.Stage, o.Err = "done", fmt.Errorf("%s %s: %w: %v", s.Impl.Name, version, errStart, err)
