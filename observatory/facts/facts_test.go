@@ -110,6 +110,7 @@ func TestComparable(t *testing.T) {
 		{store.Fact{Key: "tls.group", Type: store.FactString, Value: "X25519MLKEM768"}, "X25519MLKEM768", true},
 		{store.Fact{Key: "ecn.ce-feedback", Type: store.FactString, Value: "largest ECN-CE count 3; 3 CE-marked packets acknowledged"}, "", false},
 		{store.Fact{Key: "ecn.ce-counted", Type: store.FactString, Value: "3 of 3"}, "", false},
+		{store.Fact{Key: "keyupdate.server-cadence", Type: store.FactString, Value: "first update at packet 101"}, "first update at packet 101", true},
 		{store.Fact{Key: "cid.retire-current", Type: store.FactString, Value: "close PROTOCOL_VIOLATION"}, "close PROTOCOL_VIOLATION", true},
 	} {
 		if v, ok := Comparable(tc.f); v != tc.want || ok != tc.ok {
