@@ -123,7 +123,11 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 			fmt.Fprintln(w, "| first swept release | fact | before | after | seen by |")
 			fmt.Fprintln(w, "|---|---|---|---|---|")
 			for _, c := range fch {
-				from, to := cmp.Or(c.From, "(absent)"), cmp.Or(c.To, "(absent)")
+				absent := "(absent)"
+				if d, ok := facts.Default(c.Key); ok {
+					absent = "(absent: " + d + ")"
+				}
+				from, to := cmp.Or(c.From, absent), cmp.Or(c.To, absent)
 				if c.Unit != "" {
 					from, to = from+" "+c.Unit, to+" "+c.Unit
 				}

@@ -20,7 +20,7 @@ func TestEvolutionDoc(t *testing.T) {
 		"| v0.51.0 | became unobservable | `pkt-duplicate-packet` | pass (v0.50.0) | inconclusive |",
 		"| v0.51.0 (after v0.50.0) | `tp.disable_active_migration` | present | (absent) |",
 		"## go-x-net releases",
-		"| v0.62.0 (after v0.61.0) | `tp.active_connection_id_limit` | (absent) | 4 |",
+		"| v0.62.0 (after v0.61.0) | `tp.active_connection_id_limit` | (absent: 2) | 4 |",
 		"| v0.25.0 (after v0.24.0) | `keyupdate.server-cadence` | first update at packet 1001 | first update at packet 101 |",
 		"changes found",
 	} {

@@ -56,11 +56,15 @@ func (c Change) String() string {
 	if c.Unit != "" {
 		unit = " " + c.Unit
 	}
+	def := ""
+	if d, ok := Default(c.Key); ok {
+		def = "; absent means " + d + unit
+	}
 	switch c.Kind {
 	case Appeared:
-		return fmt.Sprintf("%s: %s appeared (%s%s)", who, c.Key, c.To, unit)
+		return fmt.Sprintf("%s: %s appeared (%s%s%s)", who, c.Key, c.To, unit, def)
 	case Gone:
-		return fmt.Sprintf("%s: %s no longer seen (was %s%s)", who, c.Key, c.From, unit)
+		return fmt.Sprintf("%s: %s no longer seen (was %s%s%s)", who, c.Key, c.From, unit, def)
 	}
 	return fmt.Sprintf("%s: %s %s → %s%s", who, c.Key, c.From, c.To, unit)
 }
@@ -86,6 +90,25 @@ var unstable = []string{"handshake.server-bytes", "ipv6.address", "grease.tp", "
 	// Packets counted while the tester floods a closing connection: they
 	// depend on timing, not on the build (x/net's burst count went 50, 19, 50).
 	"close.closing-answers"}
+
+// tpDefaults are the values of transport parameters a peer leaves out
+// (RFC 9000 §18.2: "If this parameter is absent, a default value of 2 is
+// assumed" for active_connection_id_limit; 65527 for max_udp_payload_size;
+// 3 for ack_delay_exponent; 25 milliseconds for max_ack_delay; the other
+// integer limits default to 0).
+var tpDefaults = map[string]string{
+	"tp.active_connection_id_limit": "2", "tp.max_udp_payload_size": "65527", "tp.ack_delay_exponent": "3", "tp.max_ack_delay": "25",
+	"tp.initial_max_data": "0", "tp.initial_max_stream_data_bidi_local": "0", "tp.initial_max_stream_data_bidi_remote": "0",
+	"tp.initial_max_stream_data_uni": "0", "tp.initial_max_streams_bidi": "0", "tp.initial_max_streams_uni": "0",
+	"tp.max_idle_timeout": "0",
+}
+
+// Default is the value an absent fact stands for, when the protocol gives
+// one (a transport parameter's default).
+func Default(key string) (string, bool) {
+	d, ok := tpDefaults[key]
+	return d, ok
+}
 
 // constants are facts whose numbers are the implementation's own settings,
 // the same on every connection: they are compared even in a sentence.

@@ -153,7 +153,7 @@ func TestDetectChanges(t *testing.T) {
 		{"tp.max_datagram_frame_size": "16383", "tp.disable_active_migration": "present", "tp.grease": "1", "cid.length": "4"},
 		{"tp.max_datagram_frame_size": "16383", "tp.disable_active_migration": "present", "tp.grease": "1", "cid.length": "4"},
 		{"tp.max_datagram_frame_size": "16383", "tp.grease": "1", "cid.length": "4"},
-		{"tp.max_datagram_frame_size": "16383", "tp.grease": "1", "cid.length": "4", "tp.0x17f7586d2cb570": "present"},
+		{"tp.max_datagram_frame_size": "16383", "tp.grease": "1", "cid.length": "4", "tp.0x17f7586d2cb570": "present", "tp.active_connection_id_limit": "4"},
 	})
 	tpValid := cellsOf("hs-server-tp-valid", vs[:2], []map[string]string{
 		{"tp.max_datagram_frame_size": "1200", "tp.grease": "1"},
@@ -192,6 +192,7 @@ func TestDetectChanges(t *testing.T) {
 		"quic-go v0.44.0: cid.issued 1 → 3 [cid-supply]",
 		"quic-go v0.44.0: tp.disable_active_migration no longer seen (was present) [hs-v1-basic]",
 		"quic-go v0.46.0: tp.0x17f7586d2cb570 appeared (present) [hs-v1-basic]",
+		"quic-go v0.46.0: tp.active_connection_id_limit appeared (4; absent means 2) [hs-v1-basic]",
 	}
 	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
 		t.Errorf("DetectChanges:\n%s\nwant:\n%s", g, w)
