@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -101,6 +102,17 @@ func (r *Runner) RunCampaign(ctx context.Context, c Campaign) (store.Run, error)
 	run, err := r.Store.CreateRun(ctx, store.NewRun{Campaign: c.Name, ToolVersion: r.ToolVersion, Started: time.Now()})
 	if err != nil {
 		return store.Run{}, err
+	}
+	return r.RunCampaignIn(ctx, run, c)
+}
+
+// RunCampaignIn executes the campaign within a run that already exists (a
+// keyed campaign claimed with Store.ClaimCampaign, resumed after its
+// process died): the jobs the run already holds a result for are not run
+// again, and the run is marked finished once every job has its result.
+func (r *Runner) RunCampaignIn(ctx context.Context, run store.Run, c Campaign) (store.Run, error) {
+	if len(c.Targets) == 0 || len(c.Scenarios) == 0 {
+		return store.Run{}, errors.New("campaign has no targets or no scenarios")
 	}
 	total := len(c.Targets) * len(c.Scenarios)
 	var (
@@ -365,6 +377,9 @@ func RecordOf(runID int64, toolVersion string, t conformance.Target, res conform
 		Sentence:    res.Sentence,
 		Evidence:    ev,
 		Time:        now,
+	}
+	if rec.Facts, err = facts.FromEvidence(ev); err != nil {
+		return store.Record{}, err
 	}
 	add := func(kind, p string) {
 		if p != "" {

@@ -165,7 +165,7 @@ func trackCommand() *command {
 	return &command{
 		name:    "track",
 		summary: "run and compare campaigns over targets and released versions",
-		usage:   "run|list|show|diff|changes|sweep|import [flags] [arguments] (flags before or after the subcommand)",
+		usage:   "run|list|show|diff|changes|facts|sweep|watch|import|export|evolution [flags] [arguments] (flags before or after the subcommand)",
 		examples: []string{
 			"quiver track run --db quiver.db --scenarios 'hs-*' targets.json",
 			"quiver track list",
@@ -177,6 +177,8 @@ func trackCommand() *command {
 			"quiver track sweep --impl quic-go --since v0.48.0 --scenarios 'hs-*,v2-*'",
 			"quiver track sweep --impl x/net --versions v0.18.0,v0.30.0,v0.62.0",
 			"quiver track import --db quiver.db bench-results/ackfreq-*/ackfreq.json   # benchmark runs, shown beside the grid",
+			"quiver track facts --target 'quic-go releases'   # typed facts of the latest run",
+			"quiver track watch --every 6h --impl quic-go,x/net targets.json   # scheduled campaign + each new release swept",
 		},
 		setFlags: trackFlags,
 		subs: []*command{
@@ -184,9 +186,13 @@ func trackCommand() *command {
 			trackSub("list", "list the stored runs", "[flags]"),
 			trackSub("show", "show a run's results (default: the latest run)", "[flags] [RUN]"),
 			trackSub("diff", "compare two runs' results", "[flags] RUN-A RUN-B"),
-			trackSub("changes", "arrived, regressed, fixed and flapping results", "[flags]"),
+			trackSub("changes", "arrived, regressed, fixed, flapping, unobservable results and fact changes", "[flags]"),
+			trackSub("facts", "the typed facts of a run (default: the latest); types those of older results", "[flags] [RUN]"),
 			trackSub("sweep", "build an implementation at each released version and test them all", "--impl NAME [flags]"),
-			trackSub("import", "record benchmark JSON files in the store", "[flags] FILE..."),
+			trackSub("watch", "run a campaign on a schedule and sweep each new release of --impl", "[flags] [targets.json]"),
+			trackSub("import", "record benchmark JSON files or dataset files (*.json.gz) in the store", "[flags] FILE..."),
+			trackSub("export", "write a target's history as a dataset file (--target NAME)", "[flags] FILE.json.gz"),
+			trackSub("evolution", "docs/evolution.md from the datasets kept in the repository (or the files given)", "[flags] [FILE.json.gz...]"),
 		},
 	}
 }
@@ -227,11 +233,14 @@ func webCommand() *command {
 				return fmt.Errorf("%w: web takes no arguments", errUsage)
 			}
 			o := opts.(*webOpts)
-			st, err := openStore(ctx, o.db, false)
+			// A fresh store is made, and the release history kept in the
+			// repository imported, so that a fresh clone shows something.
+			st, err := openStore(ctx, o.db, true)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			importHistory(ctx, env, st)
 			return serveDashboard(ctx, env, st, o.addr, o.artifacts)
 		},
 	}

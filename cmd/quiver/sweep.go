@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 	"github.com/quiver-quic/quiver/observatory/sweep"
@@ -92,6 +93,14 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 		}
 		fmt.Fprintf(env.stdout, "\nchanges along %q:\n", sweep.TargetName(im))
 		if werr := results.WriteChanges(env.stdout, results.DetectChanges(cells, o.window)); werr != nil {
+			return errors.Join(err, werr)
+		}
+		fcells, ferr := st.FactCells(context.WithoutCancel(ctx), store.FactFilter{Target: sweep.TargetName(im)})
+		if ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		fmt.Fprintln(env.stdout)
+		if werr := facts.WriteChanges(env.stdout, facts.DetectChanges(fcells)); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}

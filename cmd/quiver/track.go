@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/observatory"
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
@@ -21,11 +24,11 @@ import (
 // trackOpts are the flags of every track subcommand. They may come before
 // or after the subcommand's name (dispatch).
 type trackOpts struct {
-	db, targets, scenarios, artifacts, campaign, target string
-	impl, versions, since, cache                        string
-	parallel, window                                    int
-	timeout                                             time.Duration
-	json, queue                                         bool
+	db, targets, scenarios, artifacts, campaign, target  string
+	impl, versions, since, cache, proxy, commit, command string
+	parallel, window                                     int
+	timeout, every                                       time.Duration
+	json, queue                                          bool
 }
 
 func (o *trackOpts) setFlags(fs *flag.FlagSet) {
@@ -40,10 +43,14 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.window, "window", results.DefaultFlapWindow, "flapping: `N` most recent judged results looked at by changes")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table (list, show, diff, changes)")
 	fs.BoolVar(&o.queue, "queue", false, "run: put the jobs in the PostgreSQL queue for quiver worker processes instead of running them")
-	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net)")
+	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net); watch: comma-separated, their new releases are swept")
 	fs.StringVar(&o.versions, "versions", "", "sweep: released `versions`, comma-separated (see go list -m -versions)")
-	fs.StringVar(&o.since, "since", "", "sweep: every released version from `version` on")
+	fs.StringVar(&o.since, "since", "", "sweep, watch: every released version from `version` on")
 	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
+	fs.DurationVar(&o.every, "every", time.Hour, "watch: `interval` of the scheduled campaign and of release checks")
+	fs.StringVar(&o.commit, "commit", "", "export: the Quiver `commit` that measured the data, kept in the dataset")
+	fs.StringVar(&o.command, "command", "", "export: the `command line` that measured the data, kept in the dataset")
+	fs.StringVar(&o.proxy, "proxy", "", "watch: Go module proxy `URL` to ask for releases (default: from GOPROXY, else proxy.golang.org)")
 }
 
 // suiteRun is the conformance suite the commands run; tests replace it.
@@ -54,7 +61,7 @@ var selectScenarios = observatory.SelectScenarios
 
 func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, sweep or import", errUsage)
+		return fmt.Errorf("%w: track needs a subcommand: run, list, show, diff, changes, facts, sweep, watch, import, export or evolution", errUsage)
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -64,9 +71,15 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 		return trackSweep(ctx, env, o, args)
 	case "import":
 		return trackImport(ctx, env, o, args)
-	case "list", "show", "diff", "changes":
+	case "watch":
+		return trackWatch(ctx, env, o, args)
+	case "export":
+		return trackExport(ctx, env, o, args)
+	case "evolution":
+		return trackEvolution(ctx, env, o, args)
+	case "list", "show", "diff", "changes", "facts":
 	default:
-		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, sweep or import)", errUsage, sub)
+		return fmt.Errorf("%w: unknown track subcommand %q (run, list, show, diff, changes, facts, sweep, watch, import, export or evolution)", errUsage, sub)
 	}
 	st, err := openStore(ctx, o.db, false)
 	if err != nil {
@@ -103,11 +116,76 @@ func runTrack(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) err
 			return err
 		}
 		ch := results.DetectChanges(cells, o.window)
-		if o.json {
-			return writeJSON(env.stdout, ch)
+		fcells, err := st.FactCells(ctx, store.FactFilter{Target: o.target})
+		if err != nil {
+			return err
 		}
-		return results.WriteChanges(env.stdout, ch)
+		fch := facts.DetectChanges(fcells)
+		if o.json {
+			return writeJSON(env.stdout, changesJSON{Changes: ch, FactChanges: fch})
+		}
+		if err := results.WriteChanges(env.stdout, ch); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.stdout)
+		return facts.WriteChanges(env.stdout, fch)
+	case "facts":
+		return trackFacts(ctx, env, st, o, args)
 	}
+}
+
+// changesJSON is what track changes --json prints (and /api/changes serves).
+type changesJSON struct {
+	Changes     []results.Change `json:"changes"`
+	FactChanges []facts.Change   `json:"fact_changes"`
+}
+
+// trackFacts types the facts of results stored before the store kept them
+// (read from their evidence), then lists the facts of the latest run, or
+// of the run given.
+func trackFacts(ctx context.Context, env *cmdEnv, st store.Store, o *trackOpts, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%w: track facts takes at most one run id", errUsage)
+	}
+	n, err := facts.Backfill(ctx, st)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(env.stderr, "typed the facts of %d older results\n", n)
+	}
+	var id int64
+	if len(args) == 1 {
+		if id, err = parseRunID(args[0]); err != nil {
+			return err
+		}
+	} else {
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(runs) == 0 {
+			return fmt.Errorf("no runs in %s yet", displayDB(o.db))
+		}
+		id = runs[0].ID
+	}
+	fcells, err := st.FactCells(ctx, store.FactFilter{RunID: id, Target: o.target})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(env.stdout, fcells)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tscenario\tfact\ttype\tvalue")
+	for _, c := range fcells {
+		v := c.Value
+		if c.Unit != "" {
+			v += " " + c.Unit
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printableName(c.Target.Name), c.Scenario, c.Key, c.Type, printableName(v))
+	}
+	return tw.Flush()
 }
 
 // openStore opens the store; create says whether a missing SQLite file may
@@ -315,7 +393,12 @@ func trackImport(ctx context.Context, env *cmdEnv, o *trackOpts, files []string)
 		return fmt.Errorf("%w: track import needs benchmark JSON files (e.g. bench-results/*/ackfreq.json)", errUsage)
 	}
 	var recs []store.BenchRun
+	var datasets []string
 	for _, f := range files {
+		if isDataset(f) {
+			datasets = append(datasets, f)
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return err
@@ -331,15 +414,21 @@ func trackImport(ctx context.Context, env *cmdEnv, o *trackOpts, files []string)
 		return err
 	}
 	defer st.Close()
+	for _, f := range datasets {
+		if err := importDataset(ctx, env, st, f); err != nil {
+			return err
+		}
+	}
+	benchFiles := slices.DeleteFunc(slices.Clone(files), isDataset)
 	for i, b := range recs {
 		id, err := st.AddBenchRun(ctx, b)
 		switch {
 		case errors.Is(err, store.ErrDuplicate):
-			fmt.Fprintf(env.stdout, "%s: already recorded\n", files[i])
+			fmt.Fprintf(env.stdout, "%s: already recorded\n", benchFiles[i])
 		case err != nil:
-			return fmt.Errorf("%s: %w", files[i], err)
+			return fmt.Errorf("%s: %w", benchFiles[i], err)
 		default:
-			fmt.Fprintf(env.stdout, "%s: benchmark run %d (%s, %d rows)\n", files[i], id, b.Kind, len(b.Summary))
+			fmt.Fprintf(env.stdout, "%s: benchmark run %d (%s, %d rows)\n", benchFiles[i], id, b.Kind, len(b.Summary))
 		}
 	}
 	return nil

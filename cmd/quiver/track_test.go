@@ -33,7 +33,16 @@ func fakeTrackSuite(t *testing.T) {
 			if id == "ack-frequency" && tg.Version == "v1" {
 				v = conformance.Unsupported
 			}
-			rep.Results = append(rep.Results, conformance.Result{Scenario: id, Verdict: v, Sentence: tg.Name + " " + string(v)})
+			res := conformance.Result{Scenario: id, Verdict: v, Sentence: tg.Name + " " + string(v)}
+			if id == "hs-basic" {
+				// max_datagram_frame_size 1200 at v1, 16383 after (varints).
+				dgram := "44b0"
+				if tg.Version != "v1" {
+					dgram = "7fff"
+				}
+				res.Facts = []conformance.Fact{conformance.NewFact("tp", map[string]string{"max_datagram_frame_size": dgram, "max_udp_payload_size": "45c0"})}
+			}
+			rep.Results = append(rep.Results, res)
 		}
 		return rep, nil
 	}
@@ -91,12 +100,22 @@ func TestTrackCommands(t *testing.T) {
 		t.Errorf("track diff: exit %d\n%s", code, out)
 	}
 	out, _, code = quiver(t, "track", "changes", "--db", db)
-	if code != 0 || !strings.Contains(out, "arrived") || !strings.Contains(out, "unsupported (v1)") {
+	if code != 0 || !strings.Contains(out, "arrived") || !strings.Contains(out, "unsupported (v1)") ||
+		!strings.Contains(out, "quic-go v2: tp.max_datagram_frame_size 1200 → 16383 bytes") {
 		t.Errorf("track changes: exit %d\n%s", code, out)
 	}
+	out, _, code = quiver(t, "track", "facts", "--db", db, "1")
+	if code != 0 || !strings.Contains(out, "tp.max_datagram_frame_size  int   1200 bytes") || !strings.Contains(out, "tp.max_udp_payload_size") {
+		t.Errorf("track facts 1: exit %d\n%s", code, out)
+	}
 	out, _, code = quiver(t, "track", "changes", "--db", db, "--json")
-	var ch []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &ch) != nil || len(ch) != 1 || ch[0]["kind"] != "arrived" {
+	var chj struct {
+		Changes     []map[string]any `json:"changes"`
+		FactChanges []map[string]any `json:"fact_changes"`
+	}
+	err := json.Unmarshal([]byte(out), &chj)
+	if ch := chj.Changes; code != 0 || err != nil || len(ch) != 1 || ch[0]["kind"] != "arrived" ||
+		len(chj.FactChanges) != 1 || chj.FactChanges[0]["to"] != "16383" {
 		t.Errorf("track changes --json: exit %d\n%s", code, out)
 	}
 
@@ -133,9 +152,17 @@ func TestDemoNoWeb(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json")
+	out, _, code = quiver(t, "track", "show", "--db", filepath.Join(dir, "q.db"), "--json", "1")
 	if code != 0 || !strings.Contains(out, `"artifacts"`) {
 		t.Errorf("the demo's result names no artifacts:\n%s", out)
+	}
+	// The release history kept in the repository came with it.
+	if !strings.Contains(errs, "runs of release history") {
+		t.Errorf("demo did not import the release history:\n%s", errs)
+	}
+	out, _, code = quiver(t, "track", "changes", "--db", filepath.Join(dir, "q.db"), "--target", "quic-go releases")
+	if code != 0 || !strings.Contains(out, "quic-go v0.41.0: tp.max_datagram_frame_size 1200 → 16383 bytes") {
+		t.Errorf("track changes over the imported history:\n%s", out)
 	}
 }
 

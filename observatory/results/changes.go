@@ -34,7 +34,25 @@ const (
 	// Flapping: the verdict changed at least twice within the last N
 	// judged results; the individual changes are listed too.
 	Flapping ChangeKind = "flapping"
+	// Unobservable: a judged scenario became inconclusive — the suite can
+	// no longer see what it checks (a peer that stops answering a probe,
+	// a precondition gone). To.Sentence says why.
+	Unobservable ChangeKind = "unobservable"
+	// Observable: an inconclusive scenario is judged again. If the verdict
+	// differs from the last judged one, that change is listed as well.
+	Observable ChangeKind = "observable"
 )
+
+// Describe is the change kind in a few words, for text and pages.
+func (k ChangeKind) Describe() string {
+	switch k {
+	case Unobservable:
+		return "became unobservable"
+	case Observable:
+		return "observable again"
+	}
+	return string(k)
+}
 
 // Change is one detected change. From and To are the two results
 // compared; for Flapping, From is the oldest and To the newest result of
@@ -52,8 +70,9 @@ type Change struct {
 const DefaultFlapWindow = 5
 
 // judged reports whether a verdict says something about the target.
-// Inconclusive, error and observed results are skipped when finding the
-// previous result, so a network hiccup is neither a regression nor a fix.
+// Inconclusive results are compared apart (a scenario becoming or ceasing
+// to be inconclusive is a change of its own); error and observed results
+// are skipped, since an error is the tester's failure, not the target's.
 func judged(v string) bool {
 	switch v {
 	case store.Pass, store.Fail, store.Warn, store.Unsupported:
@@ -74,7 +93,7 @@ func DetectChanges(cells []store.Cell, window int) []Change {
 	series := map[key][]store.Cell{}
 	var keys []key
 	for _, c := range cells {
-		if !judged(c.Verdict) {
+		if !judged(c.Verdict) && c.Verdict != store.Inconclusive {
 			continue
 		}
 		k := key{c.Target.Name, c.Scenario}
@@ -85,16 +104,35 @@ func DetectChanges(cells []store.Cell, window int) []Change {
 	}
 	var out []Change
 	for _, k := range keys {
-		s := series[k]
+		all := series[k]
 		passedBefore := false
-		for i := 1; i < len(s); i++ {
-			prev, cur := s[i-1], s[i]
-			if prev.Verdict == store.Pass {
-				passedBefore = true
+		var s []store.Cell // the judged results only
+		for i, cur := range all {
+			add := func(kind ChangeKind, from store.Cell) {
+				out = append(out, Change{Kind: kind, Target: k.target, Scenario: k.scenario, From: from, To: cur})
 			}
-			if kind, ok := classify(prev.Verdict, cur.Verdict, passedBefore); ok {
-				out = append(out, Change{Kind: kind, Target: k.target, Scenario: k.scenario, From: prev, To: cur})
+			if i > 0 {
+				prev := all[i-1]
+				switch prevInc, curInc := !judged(prev.Verdict), !judged(cur.Verdict); {
+				case !prevInc && curInc:
+					add(Unobservable, prev)
+				case prevInc && !curInc:
+					add(Observable, prev)
+				}
 			}
+			if !judged(cur.Verdict) {
+				continue
+			}
+			if len(s) > 0 {
+				last := s[len(s)-1]
+				if last.Verdict == store.Pass {
+					passedBefore = true
+				}
+				if kind, ok := classify(last.Verdict, cur.Verdict, passedBefore); ok {
+					add(kind, last)
+				}
+			}
+			s = append(s, cur)
 		}
 		if len(s) > window {
 			s = s[len(s)-window:]

@@ -36,8 +36,12 @@ func TestDetectChanges(t *testing.T) {
 		{"regression then fix", []string{"pass", "fail", "fail", "pass"}, 0, "regressed 1→2, fixed 3→4, flapping 1→4 ×2"},
 		{"warn is a regression", []string{"pass", "warn"}, 0, "regressed 1→2"},
 		{"dropped support is a regression", []string{"pass", "unsupported"}, 0, "regressed 1→2"},
-		{"inconclusive results are skipped", []string{"pass", "inconclusive", "error", "pass", "inconclusive"}, 0, ""},
-		{"skips do not hide a regression", []string{"pass", "inconclusive", "fail"}, 0, "regressed 1→3"},
+		{"errors are skipped", []string{"pass", "error", "pass", "observed", "pass"}, 0, ""},
+		{"inconclusive is a change both ways", []string{"pass", "inconclusive", "error", "pass", "inconclusive"}, 0,
+			"unobservable 1→2, observable 2→4, unobservable 4→5"},
+		{"a regression through inconclusive", []string{"pass", "inconclusive", "fail"}, 0, "unobservable 1→2, observable 2→3, regressed 1→3"},
+		{"stays inconclusive", []string{"pass", "inconclusive", "inconclusive", "inconclusive"}, 0, "unobservable 1→2"},
+		{"starts inconclusive", []string{"inconclusive", "unsupported", "pass"}, 0, "observable 1→2, arrived 2→3"},
 		{"flapping", []string{"pass", "fail", "pass", "fail"}, 0, "regressed 1→2, fixed 2→3, regressed 3→4, flapping 1→4 ×3"},
 		{"old flaps leave the window", []string{"pass", "fail", "pass", "pass", "pass", "pass", "pass"}, 4, "regressed 1→2, fixed 2→3"},
 		{"fail to warn is no listed change", []string{"fail", "warn"}, 0, ""},
@@ -94,5 +98,28 @@ func TestTextOutput(t *testing.T) {
 	}
 	if got := Tally(map[string]int{"fail": 2, "pass": 1}); got != "1 pass, 2 fail" {
 		t.Errorf("Tally = %q", got)
+	}
+}
+
+// TestChangesInconclusiveShown: quic-go v0.51.0 stopped answering the
+// server-side PATH_CHALLENGE probe, so pkt-duplicate-packet went from pass to
+// inconclusive; that is a change, printed with its reason, not "no changes".
+func TestChangesInconclusiveShown(t *testing.T) {
+	before := cell(1, "quic-go releases", "v0.50.0", "pkt-duplicate-packet", "pass")
+	after := cell(2, "quic-go releases", "v0.51.0", "pkt-duplicate-packet", "inconclusive")
+	after.Sentence = "No PATH_RESPONSE came back to the PATH_CHALLENGE probe, so duplicates could not be told apart."
+	ch := DetectChanges([]store.Cell{before, after}, 0)
+	if len(ch) != 1 || ch[0].Kind != Unobservable {
+		t.Fatalf("DetectChanges = %+v, want one unobservable change", ch)
+	}
+	var buf bytes.Buffer
+	if err := WriteChanges(&buf, ch); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"became unobservable", "pass (v0.50.0)", "inconclusive (v0.51.0)", "No PATH_RESPONSE came back"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("changes output lacks %q:\n%s", want, out)
+		}
 	}
 }

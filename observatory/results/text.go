@@ -202,7 +202,8 @@ func WriteChanges(w io.Writer, cs []Change) error {
 		if c.Kind == Flapping {
 			from, to = fmt.Sprintf("%d changes", c.Count), "in the last results"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d→%d\t%s\n", c.Kind, printable(c.Target), c.Scenario, printable(from), printable(to), c.From.RunID, c.To.RunID, printable(c.To.Sentence))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d→%d\t%s\n", c.Kind.Describe(), printable(c.Target), c.Scenario,
+			printable(from), printable(to), c.From.RunID, c.To.RunID, printable(c.To.Sentence))
 	}
 	return tw.Flush()
 }

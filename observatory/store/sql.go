@@ -158,8 +158,20 @@ func (s *sqlStore) AddResult(ctx context.Context, r Record) (int64, error) {
 	}
 	// ON CONFLICT DO NOTHING returns no row for a duplicate, which tells it
 	// apart without decoding either driver's error codes.
+	for _, f := range r.Facts {
+		if err := f.valid(); err != nil {
+			return 0, fmt.Errorf("add result %s/%s: %w", r.Target.Name, r.Scenario, err)
+		}
+	}
+	// The row and its facts go in together, so a result is never seen
+	// without the facts it came with.
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("add result %s/%s to run %d: %w", r.Target.Name, r.Scenario, r.RunID, err)
+	}
+	defer tx.Rollback()
 	var id int64
-	err = s.db.QueryRowContext(ctx, s.q(`INSERT INTO results
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO results
 		(run_id, tool_version, target_name, target_address, target_impl, target_version,
 		 scenario, verdict, sentence, evidence, artifacts, recorded_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -169,6 +181,12 @@ func (s *sqlStore) AddResult(ctx context.Context, r Record) (int64, error) {
 		r.Scenario, string(r.Verdict), r.Sentence, string(r.Evidence), string(aj), utc(r.Time)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("add result %s/%s to run %d: %w", r.Target.Name, r.Scenario, r.RunID, ErrDuplicate)
+	}
+	if err == nil {
+		err = s.insertFacts(ctx, tx, id, r.Facts)
+	}
+	if err == nil {
+		err = tx.Commit()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("add result %s/%s to run %d: %w", r.Target.Name, r.Scenario, r.RunID, err)

@@ -68,6 +68,9 @@ type Record struct {
 	Evidence  json.RawMessage `json:"evidence"`
 	Artifacts []Artifact      `json:"artifacts,omitempty"`
 	Time      time.Time       `json:"time"`
+	// Facts are the typed facts of the result, stored beside it with
+	// AddResult (Record and Results do not read them back: FactCells does).
+	Facts []Fact `json:"facts,omitempty"`
 }
 
 // Cell is a result row without its evidence: what grids, histories, diffs
@@ -127,6 +130,51 @@ type BenchRow struct {
 	Note string `json:"note,omitempty"`
 }
 
+// Fact types: how Value is to be read.
+const (
+	FactInt    = "int"    // a decimal integer
+	FactFloat  = "float"  // a decimal number
+	FactBool   = "bool"   // true or false
+	FactString = "string" // text
+	FactList   = "list"   // a JSON array, compact
+	FactFlag   = "flag"   // present (a transport parameter without a value)
+)
+
+// Fact is one typed fact a result recorded: what the scenario saw, as a
+// value that can be followed from release to release.
+type Fact struct {
+	// Key names the fact, e.g. "tp.max_datagram_frame_size".
+	Key string `json:"key"`
+	// Group, when set, is the fact the key was flattened from ("tp" for
+	// every transport parameter): a key missing from a result that has
+	// other facts of its group is absent, not unobserved.
+	Group string `json:"group,omitempty"`
+	Type  string `json:"type"`
+	Value string `json:"value"`
+	// Unit is what an int or float counts: "bytes", "ms", "us",
+	// "packets"; empty when it has none.
+	Unit string `json:"unit,omitempty"`
+}
+
+// FactCell is a fact with the result it belongs to.
+type FactCell struct {
+	ResultID int64     `json:"result_id"`
+	RunID    int64     `json:"run_id"`
+	Target   Target    `json:"target"`
+	Scenario string    `json:"scenario"`
+	Verdict  string    `json:"verdict"`
+	Time     time.Time `json:"time"`
+	Fact
+}
+
+// FactFilter selects facts; empty fields match everything.
+type FactFilter struct {
+	RunID    int64
+	Target   string
+	Scenario string
+	Key      string
+}
+
 // Filter selects cells; empty fields match everything.
 type Filter struct {
 	RunID    int64
@@ -163,6 +211,24 @@ type Store interface {
 	// LatestGrid returns the latest result of each target × scenario,
 	// ordered by target then scenario.
 	LatestGrid(ctx context.Context) ([]Cell, error)
+
+	// AddFacts adds facts to a stored result (facts derived later from
+	// its evidence); facts it already holds are left as they are.
+	AddFacts(ctx context.Context, resultID int64, facts []Fact) error
+	// FactCells returns the facts that match f, in history order (by run,
+	// then result, then key).
+	FactCells(ctx context.Context, f FactFilter) ([]FactCell, error)
+	// ResultsWithoutFacts returns up to limit full rows with an id above
+	// after that hold no fact, in id order: what a backfill reads.
+	ResultsWithoutFacts(ctx context.Context, after int64, limit int) ([]Record, error)
+
+	// ClaimCampaign returns the run of the campaign started under key,
+	// creating it from r when there is none (created is then true). A
+	// campaign's key gets one run, ever: a retried or resumed campaign
+	// finds its run, finished or not.
+	ClaimCampaign(ctx context.Context, key string, r NewRun) (run Run, created bool, err error)
+	// CampaignKeys lists the keys whose prefix is prefix, with their runs.
+	CampaignKeys(ctx context.Context, prefix string) (map[string]Run, error)
 
 	// AddBenchRun records a benchmark run and returns its id;
 	// ErrDuplicate if a run of the same kind, start time and command is

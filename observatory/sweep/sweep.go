@@ -54,29 +54,14 @@ func TargetName(im Impl) string { return im.Name + " releases" }
 // start is reported in its Outcome and skipped; the error is only for
 // what stops the sweep (an interruption, a store that fails).
 func (s *Sweep) Run(ctx context.Context) ([]Outcome, error) {
-	pim, err := peers.Find(s.Impl.Name)
+	pim, so, cleanup, err := s.prepare()
 	if err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp("", "quiver-sweep-run-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(work)
-	www := filepath.Join(work, "www")
-	if err := os.MkdirAll(www, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver sweep</title>hello\n"), 0o644); err != nil {
-		return nil, err
-	}
-	cert, key, err := peers.WriteSelfSignedCert(work)
-	if err != nil {
-		return nil, err
-	}
+	defer cleanup()
 	var out []Outcome
 	for _, v := range s.Versions {
-		o := s.one(ctx, pim, v, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work})
+		o := s.one(ctx, pim, v, so, store.Run{})
 		out = append(out, o)
 		s.report(o)
 		if ctx.Err() != nil {
@@ -89,6 +74,66 @@ func (s *Sweep) Run(ctx context.Context) ([]Outcome, error) {
 	return out, nil
 }
 
+// prepare makes the folder the servers share: a page to serve and a
+// certificate.
+func (s *Sweep) prepare() (peers.Impl, peers.ServerOpts, func(), error) {
+	pim, err := peers.Find(s.Impl.Name)
+	if err != nil {
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	work, err := os.MkdirTemp("", "quiver-sweep-run-")
+	if err != nil {
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	cleanup := func() { os.RemoveAll(work) }
+	www := filepath.Join(work, "www")
+	if err := os.MkdirAll(www, 0o755); err != nil {
+		cleanup()
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(www, "index.html"), []byte("<!DOCTYPE html><title>quiver sweep</title>hello\n"), 0o644); err != nil {
+		cleanup()
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	// The large resource (docs/conformance-model.md, Target profile: at
+	// least 1 MiB) for the transfer, key-update and recovery scenarios.
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(www, LargePath[1:]), large, 0o644); err != nil {
+		cleanup()
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	cert, key, err := peers.WriteSelfSignedCert(work)
+	if err != nil {
+		cleanup()
+		return pim, peers.ServerOpts{}, nil, err
+	}
+	return pim, peers.ServerOpts{CertFile: cert, KeyFile: key, Root: www, LogDir: work}, cleanup, nil
+}
+
+// RunInto sweeps one version into a run that exists already (a keyed
+// campaign of the watcher, perhaps resumed): scenarios the run holds a
+// result for are not run again. A version that does not build or start
+// returns an error that wraps ErrBuild or ErrStart.
+func (s *Sweep) RunInto(ctx context.Context, version string, run store.Run) (Outcome, error) {
+	pim, so, cleanup, err := s.prepare()
+	if err != nil {
+		return Outcome{Version: version}, err
+	}
+	defer cleanup()
+	o := s.one(ctx, pim, version, so, run)
+	s.report(o)
+	return o, o.Err
+}
+
+// LargePath is the large resource each swept server serves.
+const LargePath = "/large.bin"
+
+// ErrStart marks a server that did not start.
+var ErrStart = errStart
+
 // errStart marks a server that did not start.
 var errStart = errors.New("server did not start")
 
@@ -99,7 +144,7 @@ func (s *Sweep) report(o Outcome) {
 }
 
 // one builds, starts and tests one version.
-func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peers.ServerOpts) Outcome {
+func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peers.ServerOpts, into store.Run) Outcome {
 	o := Outcome{Version: version, Stage: "build"}
 	s.report(o)
 	b, err := s.Builder.Build(ctx, s.Impl, version)
@@ -112,7 +157,8 @@ func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peer
 	cmd := *pim.Server
 	cmd.Path = b.Binary
 	pim.Server = &cmd
-	t := conformance.Target{Name: TargetName(s.Impl), SNI: "localhost", ALPN: pim.ALPNs, Implementation: s.Impl.Name, Version: version}
+	t := conformance.Target{Name: TargetName(s.Impl), SNI: "localhost", ALPN: pim.ALPNs, Implementation: s.Impl.Name, Version: version,
+		SmallPath: "/index.html", LargePath: LargePath}
 	srv, err := observatory.StartLocal(t, "", observatory.PeerStarter(ctx, pim, so))
 	if err != nil {
 		o.Stage, o.Err = "done", fmt.Errorf("%s %s: %w: %v", s.Impl.Name, version, errStart, err)
@@ -123,9 +169,13 @@ func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peer
 	s.report(o)
 	r := *s.Runner
 	r.Revive = observatory.Reviver(srv)
-	run, err := r.RunCampaign(ctx, observatory.Campaign{
-		Name: fmt.Sprintf("sweep %s %s", s.Impl.Name, version), Targets: []conformance.Target{srv.Target}, Scenarios: s.Scenarios,
-	})
+	c := observatory.Campaign{Name: fmt.Sprintf("sweep %s %s", s.Impl.Name, version), Targets: []conformance.Target{srv.Target}, Scenarios: s.Scenarios}
+	var run store.Run
+	if into.ID != 0 {
+		run, err = r.RunCampaignIn(ctx, into, c)
+	} else {
+		run, err = r.RunCampaign(ctx, c)
+	}
 	o.Stage, o.Run, o.Err = "done", run, err
 	if run.ID != 0 {
 		cells, cerr := r.Store.Cells(context.WithoutCancel(ctx), store.Filter{RunID: run.ID})

@@ -55,11 +55,19 @@ func lineChart(label string, labels []string, ys []int, ymax, width, height int)
 	return c
 }
 
-// adoptionRow is one scenario's adoption over time.
+// adoptionRow is one scenario's adoption over time: per run, how many
+// targets passed it.
 type adoptionRow struct {
 	ID     string
-	Chart  chart
+	Cells  []shareCell
 	Latest string
+}
+
+// shareCell is one run of one scenario in the over-time heatmap.
+type shareCell struct {
+	Measured bool
+	Pass, Of int
+	Share    int // 0 (none) … 4 (all), the cell's shade
 }
 
 // implVersions is one implementation's scenarios × versions.
@@ -67,6 +75,27 @@ type implVersions struct {
 	Name     string
 	Versions []string
 	Rows     []versionRow
+	Areas    []versionArea
+}
+
+// versionArea is one area's rows of the heatmap.
+type versionArea struct {
+	Name string
+	Rows []versionRow
+}
+
+// verdictMark is a verdict's letter in a heatmap cell (the colour says it
+// too, the letter is for those who do not see it).
+func verdictMark(v string) string {
+	switch v {
+	case "unsupported":
+		return "–"
+	case "inconclusive":
+		return "?"
+	case "":
+		return "·"
+	}
+	return strings.ToUpper(v[:1])
 }
 
 type versionRow struct {
@@ -104,19 +133,19 @@ func (a *App) adoption(r *http.Request) (page, error) {
 	slices.Sort(scenarios)
 	var rows []adoptionRow
 	for _, s := range scenarios {
-		var labels []string
-		var ys []int
+		row := adoptionRow{ID: s}
+		last := 0
 		for _, run := range runs {
-			if measured[s][run] {
-				labels = append(labels, "run "+strconv.FormatInt(run, 10))
-				ys = append(ys, passes[s][run])
+			if !measured[s][run] {
+				row.Cells = append(row.Cells, shareCell{})
+				continue
 			}
+			n := passes[s][run]
+			row.Cells = append(row.Cells, shareCell{Measured: true, Pass: n, Of: len(targets), Share: 4 * n / max(len(targets), 1)})
+			last = n
 		}
-		rows = append(rows, adoptionRow{
-			ID:     s,
-			Chart:  lineChart(s+": targets passing per run", labels, ys, len(targets), 320, 90),
-			Latest: fmt.Sprintf("%d of %d targets", ys[len(ys)-1], len(targets)),
-		})
+		row.Latest = fmt.Sprintf("%d of %d targets", last, len(targets))
+		rows = append(rows, row)
 	}
 
 	// Across versions: per implementation, each scenario's verdict in
@@ -164,10 +193,20 @@ func (a *App) adoption(r *http.Request) (page, error) {
 			}
 			iv.Rows = append(iv.Rows, row)
 		}
+		for _, a := range groupByArea(ss) {
+			va := versionArea{Name: a.Name}
+			for _, row := range iv.Rows {
+				if areaOf(row.Scenario) == a.Name {
+					va.Rows = append(va.Rows, row)
+				}
+			}
+			iv.Areas = append(iv.Areas, va)
+		}
 	}
 	slices.SortFunc(impls, func(x, y *implVersions) int { return strings.Compare(x.Name, y.Name) })
 	return page{"adoption", "Feature adoption", struct {
 		Scenarios []adoptionRow
 		Impls     []*implVersions
-	}{rows, impls}}, nil
+		Runs      []int64
+	}{rows, impls, runs}}, nil
 }

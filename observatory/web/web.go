@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/quiver-quic/quiver/observatory/facts"
 	"github.com/quiver-quic/quiver/observatory/results"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
@@ -49,11 +50,12 @@ type App struct {
 // rows' artifact paths are relative to; downloads never leave it.
 func New(st store.Store, artifactsDir string) (*App, error) {
 	a := &App{store: st, artifacts: artifactsDir, FlapWindow: results.DefaultFlapWindow, pages: map[string]*template.Template{}}
-	base, err := template.New("").Funcs(template.FuncMap{"headline": benchHeadline}).ParseFS(templateFiles, "templates/layout.html", "templates/changes.html", "templates/bench.html")
+	funcs := template.FuncMap{"headline": benchHeadline, "inc": func(n int) int { return n + 1 }, "verdictMark": verdictMark}
+	base, err := template.New("").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/changes.html", "templates/bench.html")
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []string{"grid", "changes", "targets", "target", "adoption", "runs", "run", "diff", "result", "error", "benchruns", "benchrun"} {
+	for _, p := range []string{"grid", "changes", "targets", "target", "adoption", "runs", "run", "diff", "result", "error", "benchruns", "benchrun", "release"} {
 		t, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -80,12 +82,15 @@ func (a *App) RegisterOnMux(mux *http.ServeMux) {
 	mux.HandleFunc("GET /runs/{id}", a.handle(a.run))
 	mux.HandleFunc("GET /diff", a.handle(a.diff))
 	mux.HandleFunc("GET /changes", a.handle(a.changes))
+	mux.HandleFunc("GET /release", a.handle(a.release))
 	mux.HandleFunc("GET /results/{id}", a.handle(a.result))
 	mux.HandleFunc("GET /results/{id}/artifacts/{n}", a.artifact)
 	mux.HandleFunc("GET /bench", a.handle(a.benchRuns))
 	mux.HandleFunc("GET /bench/{id}", a.handle(a.benchRun))
 	mux.HandleFunc("GET /api/grid", a.apiGrid)
 	mux.HandleFunc("GET /api/bench", a.apiBench)
+	mux.HandleFunc("GET /api/changes", a.apiChanges)
+	mux.HandleFunc("GET /feed.atom", a.feed)
 }
 
 // page is what a handler returns: the template, the title and the data.
@@ -151,7 +156,9 @@ func (a *App) handle(f func(r *http.Request) (page, error)) http.HandlerFunc {
 type gridData struct {
 	Grid    *results.Grid
 	Changes []results.Change
-	Bench   benchPanel
+	// FactChanges are the latest fact changes, newest first.
+	FactChanges []facts.Change
+	Bench       benchPanel
 }
 
 // Cell is used by the template; a missing cell is nil.
@@ -164,6 +171,18 @@ func (g gridData) Cell(target, scenario string) *store.Cell {
 
 // Tally summarises a target's column.
 func (g gridData) Tally(target string) string { return results.Tally(g.Grid.Counts(target)) }
+
+// Areas groups the grid's scenarios by area.
+func (g gridData) Areas() []area { return groupByArea(g.Grid.Scenarios) }
+
+// Passing is how many of a target's scenarios pass, of how many.
+func (g gridData) Passing(target string) string {
+	n := 0
+	for _, v := range g.Grid.Counts(target) {
+		n += v
+	}
+	return fmt.Sprintf("%d / %d", g.Grid.Counts(target)[store.Pass], n)
+}
 
 func (a *App) grid(r *http.Request) (page, error) {
 	cells, err := a.store.LatestGrid(r.Context())
@@ -179,11 +198,20 @@ func (a *App) grid(r *http.Request) (page, error) {
 	if len(ch) > 10 {
 		ch = ch[:10]
 	}
+	fcells, err := a.store.FactCells(r.Context(), store.FactFilter{})
+	if err != nil {
+		return page{}, err
+	}
+	fch := facts.DetectChanges(fcells)
+	slices.Reverse(fch)
+	if len(fch) > 10 {
+		fch = fch[:10]
+	}
 	bp, err := a.benchPanel(r)
 	if err != nil {
 		return page{}, err
 	}
-	return page{"grid", "Targets × scenarios", gridData{Grid: results.NewGrid(cells), Changes: ch, Bench: bp}}, nil
+	return page{"grid", "Targets × scenarios", gridData{Grid: results.NewGrid(cells), Changes: ch, FactChanges: fch, Bench: bp}}, nil
 }
 
 func (a *App) changes(r *http.Request) (page, error) {
@@ -335,10 +363,31 @@ func (a *App) result(r *http.Request) (page, error) {
 	}
 	// Evidence that does not decode still shows raw.
 	res, _ := store.DecodeEvidence(rec)
+	// The results before and after this one of the same target and
+	// scenario, as QUIC-Tracker linked them.
+	hist, err := a.store.History(r.Context(), rec.Target.Name, rec.Scenario)
+	if err != nil {
+		return page{}, err
+	}
+	var prev, next *store.Cell
+	if i := slices.IndexFunc(hist, func(c store.Cell) bool { return c.ID == rec.ID }); i >= 0 {
+		if i > 0 {
+			prev = &hist[i-1]
+		}
+		if i+1 < len(hist) {
+			next = &hist[i+1]
+		}
+	}
+	fs, err := a.store.FactCells(r.Context(), store.FactFilter{RunID: rec.RunID, Target: rec.Target.Name, Scenario: rec.Scenario})
+	if err != nil {
+		return page{}, err
+	}
 	return page{"result", fmt.Sprintf("%s on %s", rec.Scenario, rec.Target.Name), struct {
-		Record store.Record
-		Result store.Evidence
-	}{rec, res}}, nil
+		Record     store.Record
+		Result     store.Evidence
+		Prev, Next *store.Cell
+		Facts      []store.FactCell
+	}{rec, res, prev, next, fs}}, nil
 }
 
 // artifact serves one of a result's artifacts. Only files a result row

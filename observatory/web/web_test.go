@@ -186,7 +186,7 @@ func TestPagesRenderAndEscape(t *testing.T) {
 	pages := map[string][]string{
 		"/targets":                         {"good", "127.0.0.1:4433"},
 		"/target?name=good":                {"Target good", "<svg", "polyline", "run 1", "v2"},
-		"/adoption":                        {"Feature adoption", "<svg", "impl", "v1", "v2", "of 3 targets"},
+		"/adoption":                        {"Feature adoption", "heatmap", "impl", "v1", "v2", "of 3 targets"},
 		"/runs":                            {"fixture", `name="a"`},
 		"/runs/1":                          {"Run 1", "hs-basic"},
 		"/diff?a=1&b=2":                    {"ack-frequency", "unsupported", "pass"},

@@ -1,0 +1,300 @@
+// Package dataset keeps the observatory's history in the repository: the
+// results of version sweeps as compact files (gzip-compressed JSON, one
+// per implementation) that the store imports, so that a fresh clone's
+// dashboard shows how implementations changed, release by release.
+//
+// A dataset holds, per run, each scenario's verdict, sentence and the facts
+// it recorded, not its packet events: that is what change detection and
+// the dashboard read. Import is idempotent: each run is a keyed campaign
+// ("dataset/NAME/VERSION"), imported once.
+package dataset
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/quiver-quic/quiver/observatory/facts"
+	"github.com/quiver-quic/quiver/observatory/results"
+	"github.com/quiver-quic/quiver/observatory/store"
+)
+
+// Schema names the format of a dataset file.
+const Schema = "quiver-dataset/1"
+
+// Dataset is one target's history.
+type Dataset struct {
+	Schema string `json:"schema"`
+	// Name is the target the runs are stored under ("quic-go releases").
+	Name string `json:"name"`
+	// Command and Commit say how the data was measured and with which
+	// Quiver; Measured when.
+	Command  string    `json:"command"`
+	Commit   string    `json:"commit"`
+	Measured time.Time `json:"measured"`
+	Runs     []Run     `json:"runs"`
+}
+
+// Run is one run of the history (a release, in a sweep).
+type Run struct {
+	Campaign       string    `json:"campaign"`
+	ToolVersion    string    `json:"tool_version"`
+	Implementation string    `json:"implementation"`
+	Version        string    `json:"version"`
+	Started        time.Time `json:"started"`
+	Finished       time.Time `json:"finished,omitzero"`
+	Results        []Result  `json:"results"`
+}
+
+// Result is one scenario's outcome, as much of the suite's result as the
+// dashboard and change detection read.
+type Result struct {
+	Scenario string          `json:"scenario"`
+	Title    string          `json:"title,omitempty"`
+	Verdict  string          `json:"verdict"`
+	Sentence string          `json:"sentence"`
+	Facts    json.RawMessage `json:"facts,omitempty"` // the suite's facts: [{"key", "value"}]
+	Error    string          `json:"error,omitempty"`
+}
+
+// Export reads target's runs from st, in history order.
+func Export(ctx context.Context, st store.Store, target string) (*Dataset, error) {
+	cells, err := st.History(ctx, target, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(cells) == 0 {
+		return nil, fmt.Errorf("no results for target %q", target)
+	}
+	ds := &Dataset{Schema: Schema, Name: target}
+	byRun := map[int64]int{}
+	for _, c := range cells {
+		i, ok := byRun[c.RunID]
+		if !ok {
+			run, err := st.Run(ctx, c.RunID)
+			if err != nil {
+				return nil, err
+			}
+			i = len(ds.Runs)
+			byRun[c.RunID] = i
+			ds.Runs = append(ds.Runs, Run{Campaign: run.Campaign, ToolVersion: run.ToolVersion, Implementation: c.Target.Implementation,
+				Version: c.Target.Version, Started: run.Started, Finished: run.Finished})
+		}
+		rec, err := st.Record(ctx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		var ev struct {
+			Title string          `json:"title"`
+			Facts json.RawMessage `json:"facts"`
+			Error string          `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Evidence, &ev); err != nil {
+			return nil, fmt.Errorf("result %d: %w", rec.ID, err)
+		}
+		if string(ev.Facts) == "null" {
+			ev.Facts = nil
+		}
+		ds.Runs[i].Results = append(ds.Runs[i].Results, Result{Scenario: rec.Scenario, Title: ev.Title, Verdict: rec.Verdict,
+			Sentence: rec.Sentence, Facts: ev.Facts, Error: ev.Error})
+	}
+	// Releases swept later (unlisted ones, asked for by name) go in
+	// release order, which is the order history follows once imported;
+	// a release swept twice (more scenarios the second time) is one run,
+	// its first result of each scenario kept.
+	if !slices.ContainsFunc(ds.Runs, func(r Run) bool { return !results.IsVersion(r.Version) }) {
+		slices.SortStableFunc(ds.Runs, func(a, b Run) int { return results.CompareVersions(a.Version, b.Version) })
+		var merged []Run
+		for _, r := range ds.Runs {
+			if n := len(merged); n > 0 && merged[n-1].Version == r.Version {
+				m := &merged[n-1]
+				for _, res := range r.Results {
+					if !slices.ContainsFunc(m.Results, func(x Result) bool { return x.Scenario == res.Scenario }) {
+						m.Results = append(m.Results, res)
+					}
+				}
+				if r.Finished.After(m.Finished) {
+					m.Finished = r.Finished
+				}
+				continue
+			}
+			merged = append(merged, r)
+		}
+		ds.Runs = merged
+	}
+	return ds, nil
+}
+
+// Write writes ds gzip-compressed.
+func Write(w io.Writer, ds *Dataset) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	e := json.NewEncoder(zw)
+	if err := e.Encode(ds); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// maxSize bounds a dataset once decompressed.
+const maxSize = 256 << 20
+
+// Read reads a gzip-compressed dataset.
+func Read(r io.Reader) (*Dataset, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, maxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	if len(b) > maxSize {
+		return nil, fmt.Errorf("dataset: over %d bytes", maxSize)
+	}
+	return Decode(b)
+}
+
+// Decode parses a dataset's JSON and checks it.
+func Decode(b []byte) (*Dataset, error) {
+	var ds Dataset
+	if err := json.Unmarshal(b, &ds); err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	if ds.Schema != Schema {
+		return nil, fmt.Errorf("dataset: schema %q, want %q", ds.Schema, Schema)
+	}
+	if ds.Name == "" {
+		return nil, errors.New("dataset: no target name")
+	}
+	for i, r := range ds.Runs {
+		if r.Version == "" && r.Campaign == "" {
+			return nil, fmt.Errorf("dataset %s: run %d has neither a version nor a campaign", ds.Name, i)
+		}
+		for _, res := range r.Results {
+			if res.Scenario == "" || res.Verdict == "" {
+				return nil, fmt.Errorf("dataset %s: run %d has a result without a scenario or verdict", ds.Name, i)
+			}
+			if len(res.Facts) > 0 && !json.Valid(res.Facts) {
+				return nil, fmt.Errorf("dataset %s: %s: facts are not JSON", ds.Name, res.Scenario)
+			}
+		}
+	}
+	return &ds, nil
+}
+
+// key is a run's campaign key.
+func (ds *Dataset) key(i int) string {
+	r := ds.Runs[i]
+	if r.Version != "" {
+		return "dataset/" + ds.Name + "/" + r.Version
+	}
+	return fmt.Sprintf("dataset/%s/%d", ds.Name, i)
+}
+
+// Import stores the dataset's runs in st, in order; a run imported before
+// (its key is claimed and its run finished) is skipped. It returns how
+// many runs it imported.
+func Import(ctx context.Context, st store.Store, ds *Dataset) (int, error) {
+	n := 0
+	for i, r := range ds.Runs {
+		run, _, err := st.ClaimCampaign(ctx, ds.key(i), store.NewRun{Campaign: r.Campaign, ToolVersion: r.ToolVersion, Started: r.Started})
+		if err != nil {
+			return n, err
+		}
+		if !run.Finished.IsZero() {
+			continue
+		}
+		for _, res := range r.Results {
+			ev, err := json.Marshal(struct {
+				Scenario string          `json:"scenario"`
+				Title    string          `json:"title,omitempty"`
+				Verdict  string          `json:"verdict"`
+				Sentence string          `json:"sentence"`
+				Facts    json.RawMessage `json:"facts,omitempty"`
+				Error    string          `json:"error,omitempty"`
+				Started  time.Time       `json:"started"`
+			}{res.Scenario, res.Title, res.Verdict, res.Sentence, res.Facts, res.Error, r.Started})
+			if err != nil {
+				return n, err
+			}
+			fs, err := facts.FromEvidence(ev)
+			if err != nil {
+				return n, fmt.Errorf("%s %s: %w", ds.Name, res.Scenario, err)
+			}
+			_, err = st.AddResult(ctx, store.Record{
+				RunID: run.ID, ToolVersion: r.ToolVersion, Scenario: res.Scenario, Verdict: res.Verdict, Sentence: res.Sentence,
+				Target:   store.Target{Name: ds.Name, Implementation: r.Implementation, Version: r.Version},
+				Evidence: ev, Facts: fs, Time: r.Started,
+			})
+			if err != nil && !errors.Is(err, store.ErrDuplicate) {
+				return n, err
+			}
+		}
+		fin := r.Finished
+		if fin.IsZero() {
+			fin = r.Started
+		}
+		if err := st.FinishRun(ctx, run.ID, fin); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+//go:embed data/*.json.gz
+var embedded embed.FS
+
+// Embedded returns the datasets kept in the repository.
+func Embedded() ([]*Dataset, error) {
+	entries, err := fs.ReadDir(embedded, "data")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Dataset
+	for _, e := range entries {
+		if path.Ext(e.Name()) != ".gz" {
+			continue
+		}
+		b, err := fs.ReadFile(embedded, path.Join("data", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ds, err := Read(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		out = append(out, ds)
+	}
+	return out, nil
+}
+
+// ImportEmbedded imports the repository's datasets into st (those already
+// there are skipped) and returns how many runs it imported.
+func ImportEmbedded(ctx context.Context, st store.Store) (int, error) {
+	dss, err := Embedded()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ds := range dss {
+		k, err := Import(ctx, st, ds)
+		n += k
+		if err != nil {
+			return n, fmt.Errorf("dataset %s: %w", ds.Name, err)
+		}
+	}
+	return n, nil
+}

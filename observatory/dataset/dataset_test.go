@@ -1,0 +1,196 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiver-quic/quiver/internal/leakcheck"
+	"github.com/quiver-quic/quiver/observatory/facts"
+	"github.com/quiver-quic/quiver/observatory/internal/pgtest"
+	"github.com/quiver-quic/quiver/observatory/store"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func forEachBackend(t *testing.T, f func(t *testing.T, dsn string)) {
+	for _, b := range []struct {
+		name string
+		dsn  func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "quiver.db") }},
+		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+	} {
+		t.Run(b.name, func(t *testing.T) { f(t, b.dsn(t)) })
+	}
+}
+
+func open(t *testing.T, dsn string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// sweep stores two releases of a fake implementation, as a sweep does.
+func sweep(t *testing.T, st store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	// v0.41.0 first: a release swept later still goes in release order.
+	for _, v := range []string{"v0.41.0", "v0.40.1"} {
+		i := map[string]int{"v0.40.1": 0, "v0.41.0": 1}[v]
+		started := time.Date(2026, 12, 1, i, 0, 0, 0, time.UTC)
+		run, err := st.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go " + v, ToolVersion: "test", Started: started})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dgram := []string{"44b0", "7fff"}[i]
+		for _, r := range []struct{ scenario, verdict, facts string }{
+			{"hs-v1-basic", "pass", `[{"key":"tp","value":{"max_datagram_frame_size":"` + dgram + `"}}]`},
+			{"pkt-duplicate-packet", []string{"pass", "inconclusive"}[i], ""},
+		} {
+			ev := fmt.Sprintf(`{"scenario":%q,"title":"T","verdict":%q,"checks":[{"name":"x","events":[1,2,3]}]`, r.scenario, r.verdict)
+			if r.facts != "" {
+				ev += `,"facts":` + r.facts
+			}
+			ev += "}"
+			fs, _ := facts.FromEvidence([]byte(ev))
+			if _, err := st.AddResult(ctx, store.Record{RunID: run.ID, ToolVersion: "test", Scenario: r.scenario, Verdict: r.verdict,
+				Sentence: r.scenario + " " + r.verdict, Target: store.Target{Name: "quic-go releases", Implementation: "quic-go", Version: v},
+				Evidence: json.RawMessage(ev), Facts: fs, Time: started}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.FinishRun(ctx, run.ID, started.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestExportImport(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		src := open(t, filepath.Join(t.TempDir(), "src.db"))
+		sweep(t, src)
+		// v0.40.1 swept again with one more scenario: one run in the dataset.
+		again, err := src.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go v0.40.1", ToolVersion: "test", Started: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sc := range []string{"hs-v1-basic", "tls-server-key-update"} {
+			if _, err := src.AddResult(ctx, store.Record{RunID: again.ID, ToolVersion: "test", Scenario: sc, Verdict: "warn", Sentence: sc + " warn",
+				Target:   store.Target{Name: "quic-go releases", Implementation: "quic-go", Version: "v0.40.1"},
+				Evidence: json.RawMessage(`{"scenario":"` + sc + `","verdict":"warn"}`), Time: again.Started}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ds, err := Export(ctx, src, "quic-go releases")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds.Command, ds.Commit = "quiver track sweep --impl quic-go", "abc1234"
+		var buf bytes.Buffer
+		if err := Write(&buf, ds); err != nil {
+			t.Fatal(err)
+		}
+		back, err := Read(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(buf.String(), "events") {
+			t.Error("the dataset kept packet events")
+		}
+		dst := open(t, dsn)
+		for i, want := range []int{2, 0} {
+			n, err := Import(ctx, dst, back)
+			if err != nil || n != want {
+				t.Fatalf("import %d: %d runs, %v; want %d", i+1, n, err, want)
+			}
+		}
+		cells, err := dst.History(ctx, "quic-go releases", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range cells {
+			got = append(got, c.Target.Version+" "+c.Scenario+" "+c.Verdict)
+		}
+		want := "[v0.40.1 hs-v1-basic pass v0.40.1 pkt-duplicate-packet pass v0.40.1 tls-server-key-update warn " +
+			"v0.41.0 hs-v1-basic pass v0.41.0 pkt-duplicate-packet inconclusive]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("imported cells %v", got)
+		}
+		fcells, err := dst.FactCells(ctx, store.FactFilter{Key: "tp.max_datagram_frame_size"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := facts.DetectChanges(fcells)
+		if len(ch) != 1 || ch[0].String() != "quic-go v0.41.0: tp.max_datagram_frame_size 1200 → 16383 bytes" {
+			t.Errorf("fact changes after the import: %v", ch)
+		}
+		runs, _ := dst.ListRuns(ctx)
+		if len(runs) != 2 || runs[0].Finished.IsZero() || runs[1].Campaign != "sweep quic-go v0.40.1" {
+			t.Errorf("imported runs %+v", runs)
+		}
+	})
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, bad := range []string{
+		`{`, `{"schema":"other/1","name":"x"}`, `{"schema":"quiver-dataset/1"}`,
+		`{"schema":"quiver-dataset/1","name":"x","runs":[{}]}`,
+		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s"}]}]}`,
+	} {
+		if _, err := Decode([]byte(bad)); err == nil {
+			t.Errorf("Decode(%s): no error", bad)
+		}
+	}
+	if _, err := Read(strings.NewReader("not gzip")); err == nil {
+		t.Error("Read of a file that is not gzip: no error")
+	}
+}
+
+// TestEmbedded: the repository's datasets read, and the quic-go one holds
+// the sweep the docs describe.
+func TestEmbedded(t *testing.T) {
+	dss, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ds := range dss {
+		names = append(names, fmt.Sprintf("%s:%d", ds.Name, len(ds.Runs)))
+		if ds.Commit == "" || ds.Command == "" {
+			t.Errorf("dataset %s does not say how it was measured", ds.Name)
+		}
+	}
+	if len(dss) == 0 || !strings.Contains(fmt.Sprint(names), "quic-go releases:") {
+		t.Errorf("embedded datasets %v, want quic-go's", names)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1",` +
+		`"results":[{"scenario":"s","verdict":"pass","facts":[{"key":"k","value":1}]}]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ds, err := Decode(b)
+		if err != nil {
+			return
+		}
+		for _, r := range ds.Runs {
+			for _, res := range r.Results {
+				if res.Scenario == "" || res.Verdict == "" {
+					t.Fatal("a result without scenario or verdict was accepted")
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,26 @@
+-- Typed facts a result recorded (a transport parameter's value, a datagram
+-- size, an error code), one row per fact, so that change detection and the
+-- dashboard can follow a fact from release to release without decoding
+-- every result's evidence. Facts belong to an immutable result; a row is
+-- added with its result, or later from the result's evidence, never changed.
+
+CREATE TABLE result_facts (
+	result_id  BIGINT NOT NULL REFERENCES results(id),
+	fact_key   TEXT NOT NULL,
+	fact_group TEXT NOT NULL DEFAULT '',
+	fact_type  TEXT NOT NULL,
+	fact_value TEXT NOT NULL,
+	unit       TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (result_id, fact_key)
+);
+
+CREATE INDEX result_facts_key ON result_facts (fact_key, result_id);
+
+CREATE FUNCTION result_facts_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'facts are immutable';
+END;
+$$;
+
+CREATE TRIGGER result_facts_no_change BEFORE UPDATE OR DELETE ON result_facts
+	FOR EACH ROW EXECUTE FUNCTION result_facts_immutable();
