@@ -41,6 +41,10 @@ type Expectation struct {
 	StreamErrors bool
 	// AnyCode passes on any CONNECTION_CLOSE.
 	AnyCode bool
+	// GoesOn, when set, may name what happened when the target processed
+	// the trigger and went on, with the requirement that rests on it; an
+	// empty sentence keeps the default (Req, "kept the connection open").
+	GoesOn func(ps []*packet, conn, mark int) (Requirement, string)
 }
 
 func (e Expectation) codeNames() string {
@@ -55,19 +59,61 @@ func (e Expectation) codeNames() string {
 	return strings.Join(s, " or ")
 }
 
-// Provoke runs the provoked-error pattern on an established connection:
-// trigger sends the offending thing, then the tester sends a PING every PTO
-// for one settle window and maps what came back to a verdict.
+// Provoke runs the provoked-error pattern on an established connection
+// (docs/conformance-model.md, Provoked errors): it waits until the
+// handshake is confirmed, lets trigger send the offending thing, then
+// sends a PING every PTO for one settle window and maps what came back to
+// a verdict. When the target went on without ever showing that it
+// processed the packet carrying the trigger, and that packet can be sent
+// again harmlessly, the trigger goes out once more in a fresh packet.
 func (t *T) Provoke(ctx context.Context, c *Conn, e Expectation, trigger func()) {
-	mark := len(t.rec.snapshot())
+	t.awaitConfirmed(ctx, c)
+	o := t.provokeOnce(ctx, c, e, trigger)
+	if o.unprocessed && o.retryable && ctx.Err() == nil && c.Conn != nil && c.Err() == nil {
+		first := o
+		o = t.provokeOnce(ctx, c, e, trigger)
+		o.retried(first)
+	}
+	t.recordProvoked(e, o)
+}
+
+// provokeOnce sends the trigger once and watches one settle window.
+func (t *T) provokeOnce(ctx context.Context, c *Conn, e Expectation, trigger func()) provokedOutcome {
+	mark := t.mark()
 	trigger()
-	t.watchAfter(ctx, c, mark, e, true)
+	end := t.triggerSent(ctx, c.trace.id, mark)
+	t.watchConn(ctx, c, mark, e, true)
+	return t.assessProvoked(c.trace, c.Conn != nil, mark, end, e)
+}
+
+// awaitConfirmed waits, at most one settle window, until the server's
+// HANDSHAKE_DONE has arrived on an engine connection. quic.Dial returns at
+// handshake completion, and RFC 9001 §5.7 lets a server drop 1-RTT packets
+// until the handshake is confirmed: “a server MUST NOT process incoming
+// 1-RTT protected packets before the TLS handshake is complete”, and
+// packets that arrive before that may be dropped. A client-facing run has
+// nothing to wait for: the tester is the server, which confirms the
+// handshake when it completes (RFC 9001 §4.1.2).
+func (t *T) awaitConfirmed(ctx context.Context, c *Conn) {
+	if c.Conn == nil || t.who() == "client" {
+		return
+	}
+	t.rec.wait(ctx, t.Settle(), func(ps []*packet) bool {
+		return handshakeDoneAfter(ps, c.trace.id, time.Time{}) != nil || c.Err() != nil
+	})
 }
 
 // watchAfter is the second half of the provoked-error pattern: watch the
 // connection for one settle window from packet index mark, pinging every
 // PTO when ping is set, and judge.
 func (t *T) watchAfter(ctx context.Context, c *Conn, mark int, e Expectation, ping bool) {
+	t.watchConn(ctx, c, mark, e, ping)
+	t.judgeProvoked(c.trace, c.Conn != nil, mark, e)
+}
+
+// watchConn watches the connection for one settle window from packet
+// index mark, pinging every PTO when ping is set, until a close.
+func (t *T) watchConn(ctx context.Context, c *Conn, mark int, e Expectation, ping bool) {
 	settle := t.Settle()
 	pto := t.PTO()
 	closed := func(ps []*packet) bool {
@@ -106,7 +152,6 @@ func (t *T) watchAfter(ctx context.Context, c *Conn, mark int, e Expectation, pi
 		}
 	}
 	ended()
-	t.judgeProvoked(c.trace, c.Conn != nil, mark, e)
 }
 
 func streamErrorWith(p *packet, codes []uint64) wire.Frame {
@@ -125,46 +170,60 @@ func streamErrorWith(p *packet, codes []uint64) wire.Frame {
 	return nil
 }
 
-// judgeProvoked maps the packets after mark to the §2.5 verdicts.
+// judgeProvoked maps the packets after mark to the verdicts of
+// docs/conformance-model.md, Provoked errors, taking the first packet the
+// tester sent after mark that carries anything but acknowledgments as the
+// trigger.
 func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expectation) {
+	t.recordProvoked(e, t.assessProvoked(trace, established, mark, -1, e))
+}
+
+// recordProvoked records the outcome as the expectation's check.
+func (t *T) recordProvoked(e Expectation, o provokedOutcome) {
+	t.Check(e.Check, o.v, o.req, o.sentence, o.evs...)
+}
+
+// assessProvoked judges the packets of trace after mark. The trigger is
+// what the tester sent in [mark, end) (end < 0: the first packet after
+// mark that carries more than acknowledgments); PINGs sent after it are
+// the probes that show whether the connection went on.
+func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e Expectation) provokedOutcome {
 	ps := t.rec.snapshot()
-	var trigger []*packet
+	trigger := triggerPackets(ps, trace.id, mark, end)
 	var pings []*packet
 	for i, p := range ps {
-		if i < mark || p.conn != trace.id || !p.sent {
+		if i < mark || p.conn != trace.id || !p.sent || slices.Contains(trigger, p) {
 			continue
 		}
-		if len(trigger) == 0 {
-			trigger = append(trigger, p)
-		} else if p.has(wire.FrameTypePing) {
+		if p.has(wire.FrameTypePing) && (len(trigger) == 0 || p.at.After(trigger[0].at) || p.at.Equal(trigger[0].at)) {
 			pings = append(pings, p)
 		}
+	}
+	out := func(v Verdict, req Requirement, msg string, evs ...PacketEvent) provokedOutcome {
+		return provokedOutcome{v: v, req: req, sentence: msg, evs: evs, trigger: trigger, retryable: retryable(trigger)}
 	}
 	rcv := received(ps, trace.id, mark)
 	for _, p := range rcv {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail(e.Check, reqNoResetWithState, fmt.Sprintf("The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
+			return out(Fail, reqNoResetWithState, fmt.Sprintf("The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
 				append(events(Trigger, trigger...), events(Response, p)...)...)
-			return
 		}
 		if e.StreamErrors {
 			if f := streamErrorWith(p, e.Codes); f != nil {
-				t.Pass(e.Check, e.Req, fmt.Sprintf("The "+t.who()+" answered %s with a stream error (%s).", e.Describe, frameString(f)),
+				return out(Pass, e.Req, fmt.Sprintf("The "+t.who()+" answered %s with a stream error (%s).", e.Describe, frameString(f)),
 					append(events(Trigger, trigger...), events(Response, p)...)...)
-				return
 			}
 		}
 		cc := p.closeFrame()
 		if cc == nil {
 			continue
 		}
+		// A close after the trigger counts as processing it.
 		evs := append(events(Trigger, trigger...), events(Response, p)...)
 		if e.AnyCode || cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
-			t.Pass(e.Check, e.Req, fmt.Sprintf("The "+t.who()+" closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
-			return
+			return out(Pass, e.Req, fmt.Sprintf("The "+t.who()+" closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
 		}
-		t.Warn(e.Check, reqMostAppropriate, fmt.Sprintf("The "+t.who()+" closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
-		return
+		return out(Warn, reqMostAppropriate, fmt.Sprintf("The "+t.who()+" closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
 	}
 	// No close. Did the connection go on?
 	var acked []*packet
@@ -173,21 +232,42 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 			acked = append(acked, pg, a)
 		}
 	}
-	inconclusive := func(msg string, evs ...PacketEvent) {
-		t.Check(e.Check, Inconclusive, Requirement{}, msg, evs...)
+	inconclusive := func(msg string, evs ...PacketEvent) provokedOutcome {
+		return out(Inconclusive, Requirement{}, msg, evs...)
 	}
 	if !established {
 		// Handshake-time probes: the connection "goes on" when the
 		// handshake completed; here it did not.
 		if len(rcv) == 0 {
-			inconclusive(fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
-			return
+			return inconclusive(fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
 		}
-		inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
-		return
+		return inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
 	}
 	if len(acked) > 0 {
-		msg := fmt.Sprintf("The "+t.who()+" kept the connection open after %s: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).", e.Describe, len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		proof, missing := triggerProcessed(ps, trace.id, trigger)
+		if len(trigger) == 0 {
+			o := inconclusive(fmt.Sprintf("The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but the tester saw no packet carrying %s leave.", len(acked)/2, e.Describe),
+				events(Context, acked...)...)
+			o.unprocessed = true
+			return o
+		}
+		if len(missing) > 0 {
+			// RFC 9000 §13.1: packets are acknowledged only once
+			// processed. Without an acknowledgment of the trigger, going
+			// on may simply mean the packet was dropped unread.
+			o := inconclusive(fmt.Sprintf("The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but it never acknowledged %s carrying %s, so it may have dropped it unread; going on proves nothing.",
+				len(acked)/2, pnList(missing), e.Describe), append(events(Trigger, trigger...), events(Context, acked...)...)...)
+			o.unprocessed = true
+			return o
+		}
+		req := e.Req
+		msg := fmt.Sprintf("The "+t.who()+" processed %s (it acknowledged %s), then kept the connection open: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).",
+			e.Describe, pnList(trigger), len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		if e.GoesOn != nil {
+			if r, m := e.GoesOn(ps, trace.id, mark); m != "" {
+				req, msg = r, m
+			}
+		}
 		// A stream error with the expected code, where the requirement
 		// names a connection error, is the usual way to get this wrong:
 		// say so, and keep the frame as evidence.
@@ -198,18 +278,16 @@ func (t *T) judgeProvoked(trace *connTrace, established bool, mark int, e Expect
 				break
 			}
 		}
+		evs := append(events(Trigger, trigger...), events(Response, append(proof, acked...)...)...)
 		if e.GoesOnWarns {
-			t.Warn(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
-		} else {
-			t.Fail(e.Check, e.Req, msg, append(events(Trigger, trigger...), events(Response, acked...)...)...)
+			return out(Warn, req, msg, evs...)
 		}
-		return
+		return out(Fail, req, msg, evs...)
 	}
 	if len(rcv) > 0 {
-		inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
-		return
+		return inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
 	}
-	inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), append(events(Trigger, trigger...), events(Context, pings...)...)...)
+	return inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), append(events(Trigger, trigger...), events(Context, pings...)...)...)
 }
 
 func lastN(ps []*packet, n int) []*packet {
@@ -302,12 +380,28 @@ const (
 	spaceApp       = quic.SpaceApplication
 )
 
-// rawProvoke is the provoked-error pattern on a raw client after its
-// handshake: trigger sends the offence, then a 1-RTT PING goes out every
-// PTO for one settle window.
+// rawProvoke is the provoked-error pattern on a raw client: once the
+// handshake is confirmed (when the raw client has sent its Finished),
+// trigger sends the offence, then a 1-RTT PING goes out every PTO for one
+// settle window. As in Provoke, a trigger the target never showed it
+// processed goes out once more in a fresh packet.
 func (t *T) rawProvoke(ctx context.Context, rc *rawClient, e Expectation, established bool, trigger func()) {
-	mark := len(t.rec.snapshot())
+	if established && rc.handshakeSent && !rc.confirmed && !rc.peerClosed {
+		rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || rc.peerClosed })
+	}
+	o := t.rawProvokeOnce(ctx, rc, e, established, trigger)
+	if o.unprocessed && o.retryable && ctx.Err() == nil && !rc.peerClosed {
+		first := o
+		o = t.rawProvokeOnce(ctx, rc, e, established, trigger)
+		o.retried(first)
+	}
+	t.recordProvoked(e, o)
+}
+
+func (t *T) rawProvokeOnce(ctx context.Context, rc *rawClient, e Expectation, established bool, trigger func()) provokedOutcome {
+	mark := t.mark()
 	trigger()
+	end := t.mark()
 	closed := func() bool {
 		for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 			if p.closeFrame() != nil || p.ev.PacketType == "stateless_reset" {
@@ -322,5 +416,5 @@ func (t *T) rawProvoke(ctx context.Context, rc *rawClient, e Expectation, establ
 		}
 		rc.Receive(ctx, t.PTO(), closed)
 	}
-	t.judgeProvoked(rc.trace, established, mark, e)
+	return t.assessProvoked(rc.trace, established, mark, end, e)
 }
