@@ -265,7 +265,10 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 			e.Describe, pnList(trigger), len(acked)/2, t.Settle().Round(1e6), e.codeNames())
 		if e.GoesOn != nil {
 			if r, m := e.GoesOn(ps, trace.id, mark); m != "" {
-				req, msg = r, m
+				msg = m
+				if r.Quote != "" {
+					req = r
+				}
 			}
 		}
 		// A stream error with the expected code, where the requirement

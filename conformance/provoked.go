@@ -32,6 +32,9 @@ type provokedSpec struct {
 	frames func(t *T, c *Conn) []wire.Frame
 	// variants, when set, replace frames: one connection each.
 	variants []variant
+	// goesOn, when set, names what happened when the target processed
+	// the trigger and went on (Expectation.GoesOn).
+	goesOn func(t *T, c *Conn, ps []*packet, mark int) (Requirement, string)
 }
 
 func transportCodes(cs ...wire.TransportErrorCode) []uint64 {
@@ -62,6 +65,9 @@ func registerProvoked(s provokedSpec) {
 					Describe: s.describe, GoesOnWarns: s.warnOnly, AnyCode: s.anyCode, StreamErrors: s.streamErrors}
 				if len(vs) > 1 {
 					e.Describe = fmt.Sprintf("%s (%s)", s.describe, v.name)
+				}
+				if s.goesOn != nil {
+					e.GoesOn = func(ps []*packet, conn, mark int) (Requirement, string) { return s.goesOn(t, c, ps, mark) }
 				}
 				t.Provoke(ctx, c, e, func() { v.trigger(ctx, t, c) })
 			}

@@ -94,3 +94,36 @@ func TestProvokedHandshakeTriggerActedOn(t *testing.T) {
 		t.Fatalf("stream trigger retransmitted and acknowledged: got %s: %s", o.v, o.sentence)
 	}
 }
+
+// TestFinalSizeCountedGoesOn: a server that counted the reset streams'
+// final sizes but raised its limit before announcing it is blamed under
+// RFC 9000 §4.1 (data beyond the advertised limit), not §4.5.
+func TestFinalSizeCountedGoesOn(t *testing.T) {
+	const limit = 1000
+	j := newJudgeConn(t)
+	j.add(true, 2, 5, 0, &wire.StreamFrame{StreamID: 0, Data: []byte("x")}, &wire.ResetStreamFrame{StreamID: 0, FinalSize: limit - 10},
+		&wire.StreamFrame{StreamID: 4, Offset: 19, Data: []byte("x")})
+	end := j.tt.mark()
+	j.add(true, 2, 6, 0, &wire.PingFrame{})
+	j.add(false, 2, 3, 0, ack(5, 6), &wire.MaxDataFrame{Maximum: 2 * limit})
+	e := provokedExpectation()
+	e.Req = rfc9000("4.5", Must, "The receiver MUST use the final size of the stream to account for all bytes sent on the stream in its connection-level flow controller.")
+	e.GoesOn = func(ps []*packet, conn, mark int) (Requirement, string) {
+		return judgeFinalSizeGoesOn(ps, conn, mark, limit)
+	}
+	o := j.tt.assessProvoked(j.tr, true, 0, end, e)
+	if o.v != Fail || o.req.Section != "4.1" || !strings.Contains(o.sentence, "released their credit before announcing it") {
+		t.Fatalf("credit released early: got %s under §%s: %s", o.v, o.req.Section, o.sentence)
+	}
+	// Without a MAX_DATA the requirement stays §4.5 and the sentence
+	// claims no more than the wire shows.
+	k := newJudgeConn(t)
+	k.add(true, 2, 5, 0, &wire.ResetStreamFrame{StreamID: 0, FinalSize: limit - 10}, &wire.StreamFrame{StreamID: 4, Offset: 19, Data: []byte("x")})
+	end = k.tt.mark()
+	k.add(true, 2, 6, 0, &wire.PingFrame{})
+	k.add(false, 2, 3, 0, ack(5, 6))
+	o = k.tt.assessProvoked(k.tr, true, 0, end, e)
+	if o.v != Fail || o.req.Section != "4.5" || !strings.Contains(o.sentence, "sent no MAX_DATA") {
+		t.Fatalf("no MAX_DATA: got %s under §%s: %s", o.v, o.req.Section, o.sentence)
+	}
+}

@@ -835,6 +835,13 @@ func init() {
 			fs = append(fs, &wire.StreamFrame{StreamID: clientBidi(n), Offset: 19, Data: []byte("x")})
 			return fs
 		},
+		goesOn: func(t *T, c *Conn, ps []*packet, mark int) (Requirement, string) {
+			tp := c.TransportParameters()
+			if tp == nil {
+				return Requirement{}, ""
+			}
+			return judgeFinalSizeGoesOn(ps, c.ID(), mark, tp.InitialMaxData)
+		},
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-final-size-change", title: "STREAM frame changes the final size", family: "D", needs: []string{NeedApp},
@@ -858,4 +865,28 @@ func init() {
 		},
 	})
 
+}
+
+// reqAdvertisedLimit is RFC 9000 §4.1's rule on data beyond the limits a
+// receiver has advertised.
+var reqAdvertisedLimit = rfc9000("4.1", Must, "A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if the sender violates the advertised connection or stream data limits")
+
+// judgeFinalSizeGoesOn names what a server did that processed
+// fc-final-size-counted's trigger (reset final sizes up to 10 bytes below
+// initial_max_data, then 20 bytes on a new stream) and went on. A
+// MAX_DATA above initial_max_data after the trigger shows it counted the
+// final sizes (RFC 9000 §4.5) but released the reset streams' credit
+// before announcing it, and so accepted data beyond the limit it had
+// advertised (§4.1). Without one, the sentence says only what the wire
+// shows.
+func judgeFinalSizeGoesOn(ps []*packet, conn, mark int, limit uint64) (Requirement, string) {
+	for _, fa := range framesOf[*wire.MaxDataFrame](ps, conn, mark, false) {
+		if m := fa.f.(*wire.MaxDataFrame).Maximum; m > limit {
+			return reqAdvertisedLimit, fmt.Sprintf("The server counted the reset streams' final sizes but released their credit before announcing it: "+
+				"it accepted 20 bytes that took the connection 10 bytes past the initial_max_data of %d it had advertised, raised MAX_DATA to %d only afterwards, "+
+				"and never closed with FLOW_CONTROL_ERROR. Credit counts once it is advertised; data beyond the advertised limit must close the connection.", limit, m)
+		}
+	}
+	return Requirement{}, fmt.Sprintf("The server accepted 20 bytes that, with the final sizes of the reset streams, took the connection 10 bytes past its initial_max_data of %d, "+
+		"and never closed with FLOW_CONTROL_ERROR; it sent no MAX_DATA that would show it counted the final sizes.", limit)
 }
