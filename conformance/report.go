@@ -127,6 +127,12 @@ func checkLines(res Result) string {
 	if res.Error != "" {
 		fmt.Fprintf(&b, "tester error: %s\n", res.Error)
 	}
+	if res.Confirmed {
+		fmt.Fprintf(&b, "confirmed: the verdict came out the same when the scenario ran again alone\n")
+	}
+	if f := res.FirstRun; f != nil {
+		fmt.Fprintf(&b, "first run (up to %d scenarios at once): %s: %s\n", f.Parallel, f.Verdict, f.Sentence)
+	}
 	return b.String()
 }
 
@@ -170,7 +176,14 @@ func WriteTable(w io.Writer, r *Report) error {
 		counts := map[Verdict]int{}
 		for _, res := range byFam[f] {
 			counts[res.Verdict]++
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", res.Scenario, strings.ToUpper(string(res.Verdict)), oneLine(res.Sentence, 110))
+			v := strings.ToUpper(string(res.Verdict))
+			if res.Confirmed {
+				v += " (confirmed)"
+			}
+			if res.FirstRun != nil {
+				v += fmt.Sprintf(" (first run %s)", strings.ToUpper(string(res.FirstRun.Verdict)))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", res.Scenario, v, oneLine(res.Sentence, 110))
 		}
 		fmt.Fprintf(tw, "  \t%s\t\n\n", countLine(counts))
 	}

@@ -176,12 +176,30 @@ type Result struct {
 	Started   time.Time     `json:"started"`
 	Duration  time.Duration `json:"duration_ns"`
 	Artifacts *Artifacts    `json:"artifacts,omitempty"`
+	// Confirmed is set on a fail, and on a warn of a timing-based
+	// scenario, that came out the same when the runner ran the scenario
+	// again alone at the end of the run (docs/conformance-model.md,
+	// Verdicts rule 7).
+	Confirmed bool `json:"confirmed,omitempty"`
+	// FirstRun, when set, is the verdict of a first run that the re-run
+	// alone did not reproduce; the result is the re-run's.
+	FirstRun *FirstRun `json:"first_run,omitempty"`
 
 	// passive holds what the run-wide passive checks found on this
 	// scenario's connections, and passiveConns how many they judged; the
 	// runner moves them to the passive scenarios' results (passive.go).
 	passive      []passiveFinding
 	passiveConns int
+}
+
+// FirstRun is the verdict of a scenario's first run, kept when the re-run
+// alone said otherwise.
+type FirstRun struct {
+	Verdict  Verdict `json:"verdict"`
+	Sentence string  `json:"sentence"`
+	// Parallel is how many scenarios could run at once during the first
+	// run.
+	Parallel int `json:"parallel"`
 }
 
 // Target describes the implementation under test (docs/conformance-model.md, Target profile).

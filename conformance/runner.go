@@ -172,6 +172,7 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 		results[i] = r
 		report(i)
 	}
+	confirmVerdicts(ctx, prof, scs, results, opts, par, h)
 	var found [][]passiveFinding
 	judged := 0
 	for i := range results {
@@ -180,6 +181,48 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 	}
 	mergePassive(results, found, judged)
 	return results
+}
+
+// needsConfirmation reports whether a result must be reproduced by a
+// re-run alone before it is reported: every fail, and the warn of a
+// timing-based scenario.
+func needsConfirmation(sc *Scenario, r Result) bool {
+	return r.Verdict == Fail || r.Verdict == Warn && sc.Timing
+}
+
+// confirmVerdicts runs again, one at a time with nothing beside them,
+// the scenarios whose verdict needs confirmation (docs/conformance-model.md,
+// Verdicts rule 7). A verdict that comes out the same is marked
+// confirmed; otherwise the re-run's result is reported, with the first
+// run's verdict kept beside it.
+func confirmVerdicts(ctx context.Context, prof *Profile, scs []*Scenario, results []Result, opts Options, par int, h *health) {
+	for i, sc := range scs {
+		if !needsConfirmation(sc, results[i]) || ctx.Err() != nil {
+			continue
+		}
+		_, skip := h.begin()
+		if skip != "" {
+			continue
+		}
+		r := runOne(ctx, prof, sc, opts)
+		h.gate.RUnlock()
+		results[i] = confirmed(results[i], r, par)
+	}
+}
+
+// confirmed combines a first result with the re-run alone.
+func confirmed(first, again Result, par int) Result {
+	if again.Verdict == first.Verdict {
+		first.Confirmed = true
+		return first
+	}
+	again.FirstRun = &FirstRun{Verdict: first.Verdict, Sentence: first.Sentence, Parallel: par}
+	load := "with nothing beside it"
+	if par > 1 {
+		load = fmt.Sprintf("with up to %d scenarios at once", par)
+	}
+	again.Sentence += fmt.Sprintf(" (Run again alone: the first run, %s, said %s, which did not reproduce.)", load, first.Verdict)
+	return again
 }
 
 func skipped(sc *Scenario, why string) Result {

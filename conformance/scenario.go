@@ -36,6 +36,11 @@ type Scenario struct {
 	ObservationOnly bool
 	// Long selects the 60 s budget of transfer and timing scenarios.
 	Long bool
+	// Timing scenarios judge delays, rates or amounts of data per round
+	// trip, which load on the tester's host can distort: a warn of theirs
+	// is confirmed by a re-run alone before it is reported, like every
+	// fail (docs/conformance-model.md, Verdicts rule 7).
+	Timing bool
 	// PassOnly scenarios rest on descriptive text (a capability the RFC
 	// allows, such as a cipher suite): they pass or are unsupported, never
 	// fail or warn.
@@ -46,6 +51,27 @@ type Scenario struct {
 	// Run probes the target. It reports through t and returns when the
 	// verdict is decided or ctx ends.
 	Run func(ctx context.Context, t *T)
+}
+
+// timingScenarios are the scenarios whose verdicts rest on delays, rates
+// or data per round trip (Scenario.Timing), kept in one list so that the
+// scenario files need not change. TestTimingScenariosExist keeps it true.
+var timingScenarios = map[string]bool{
+	// ACK delays: "immediately", max_ack_delay, ACK decimation.
+	"ack-1rtt-max-ack-delay": true, "ack-ce-immediate": true, "ack-handshake-immediate": true,
+	"ack-reorder-immediate": true, "ack-every-second-packet": true,
+	// ACK frequency: thresholds and IMMEDIATE_ACK judged by ACK timing.
+	"af-ce-immediate": true, "af-immediate-ack": true, "af-reordering-threshold": true,
+	"af-reordering-threshold-zero": true, "af-threshold-large": true, "af-threshold-zero": true,
+	// Loss recovery and congestion control: PTO schedules, windows, bursts.
+	"rec-blackhole-recovery": true, "rec-burst-limit": true, "rec-initial-window": true,
+	"rec-loss-reduces-flight": true, "rec-pto-backoff": true, "rec-server-handshake-probe": true,
+	"rec-transfer-with-loss": true, "path-cc-reset-on-address-change": true,
+	// Idle timeouts and rate limits.
+	"idle-no-early-abandon": true, "idle-timeout-min-3pto": true, "idle-timeout-observed": true,
+	"close-closing-state": true,
+	// Client-facing: PTO probes and ACK frequency.
+	"cli-anti-deadlock-probe": true, "cli-initial-retransmit": true, "cli-ackfreq-honoured": true,
 }
 
 // Needs tags (docs/conformance-model.md, Needs) the suite knows how to decide.
@@ -81,6 +107,9 @@ func Register(s *Scenario) {
 	}
 	if s.Revision == 0 {
 		s.Revision = 1
+	}
+	if timingScenarios[s.ID] {
+		s.Timing = true
 	}
 	registry[s.ID] = s
 }
