@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -902,12 +903,16 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	mark := t.mark()
 	trig := rc.sendInitialStream()
 	both := func() bool {
-		in, hs := closesBySpace(received(t.rec.snapshot(), rc.trace.id, mark))
+		in, hs, _ := closesBySpace(received(t.rec.snapshot(), rc.trace.id, mark))
 		return in != nil && hs != nil
 	}
 	rc.Receive(ctx, t.Settle(), both)
-	in, hs := closesBySpace(received(t.rec.snapshot(), rc.trace.id, mark))
-	if in == nil && hs == nil {
+	unopened := t.recoverCloses(rc.trace, t.markTime(mark))
+	in, hs, app := closesBySpace(received(t.rec.snapshot(), rc.trace.id, mark))
+	if in == nil && hs == nil && app == nil && len(unopened) > 0 {
+		t.Inconclusive(unopenedSentence("server", unopened), append(events(Trigger, trig), unopenedEvents(t.started, unopened)...)...)
+	}
+	if in == nil && hs == nil && app == nil {
 		// Did the connection go on? Finish the handshake.
 		rc.Silent = false
 		rc.flush()
@@ -924,8 +929,10 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("No CONNECTION_CLOSE arrived within %v of an Initial packet carrying a STREAM frame, and the handshake did not complete either.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
 	}
 	first := in
-	if first == nil {
-		first = hs
+	for _, p := range []*packet{hs, app} {
+		if first == nil || p != nil && p.at.Before(first.at) {
+			first = p
+		}
 	}
 	cc := first.closeFrame()
 	if !cc.Application && cc.ErrorCode == uint64(wire.ProtocolViolation) {
@@ -933,31 +940,42 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	} else {
 		t.Warn("close", reqMostAppropriate, fmt.Sprintf("The server closed after an Initial packet carrying a STREAM frame, but with %s instead of PROTOCOL_VIOLATION; use the specific code.", closeCode(cc)), append(events(Trigger, trig), events(Response, first)...)...)
 	}
+	levels := func() string {
+		var ls []string
+		for _, p := range []*packet{in, hs, app} {
+			if p != nil {
+				ls = append(ls, p.ev.PacketType)
+			}
+		}
+		return strings.Join(ls, " and ")
+	}
 	switch {
 	case in != nil && hs != nil:
-		t.Pass("both-levels", reqCloseBothLevels, "Before the handshake was confirmed the server sent CONNECTION_CLOSE in both an Initial and a Handshake packet.", events(Response, in, hs)...)
+		t.Pass("both-levels", reqCloseBothLevels, fmt.Sprintf("Before the handshake was confirmed the server sent CONNECTION_CLOSE in %s packets.", levels()), events(Response, in, hs, app)...)
 	case in != nil:
-		t.Warn("both-levels", reqCloseBothLevels, "The server sent CONNECTION_CLOSE only in an Initial packet, although the tester may already hold Handshake keys; send it in a Handshake packet too.", events(Response, in)...)
+		t.Warn("both-levels", reqCloseBothLevels, fmt.Sprintf("The server sent CONNECTION_CLOSE in %s packets but in no Handshake packet, although the tester may already hold Handshake keys; send it in a Handshake packet too.", levels()), events(Response, in, app)...)
 	default:
-		t.Warn("both-levels", reqCloseBothLevels, "The server sent CONNECTION_CLOSE only in a Handshake packet, although the tester may not hold Handshake keys yet; send it in an Initial packet too.", events(Response, hs)...)
+		t.Warn("both-levels", reqCloseBothLevels, fmt.Sprintf("The server sent CONNECTION_CLOSE in %s packets but in no Initial packet, although the tester may not hold Handshake keys yet; send it in an Initial packet too.", levels()), events(Response, hs, app)...)
 	}
 }
 
-// closesBySpace returns the first received Initial and Handshake packets
-// carrying CONNECTION_CLOSE.
-func closesBySpace(ps []*packet) (in, hs *packet) {
+// closesBySpace returns the first received Initial, Handshake and 1-RTT
+// packets carrying CONNECTION_CLOSE.
+func closesBySpace(ps []*packet) (in, hs, app *packet) {
 	for _, p := range ps {
 		if p.closeFrame() == nil {
 			continue
 		}
-		if p.space == 0 && in == nil {
+		switch {
+		case p.space == 0 && in == nil:
 			in = p
-		}
-		if p.space == 1 && hs == nil {
+		case p.space == 1 && hs == nil:
 			hs = p
+		case p.space == 2 && app == nil:
+			app = p
 		}
 	}
-	return in, hs
+	return in, hs, app
 }
 
 func judgeCloseUTF8(c connRecord) (string, []*packet) {

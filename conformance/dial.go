@@ -138,6 +138,7 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	p.DropIncoming = func(b []byte) bool {
 		now := time.Now()
 		t.rec.addDatagram(datagramRec{at: now, sent: false, local: trace.localAddr(), peer: trace.peerAddr(), b: append([]byte(nil), b...)})
+		trace.keepRaw(now, b)
 		// Long headers: remember each packet type's version for the
 		// decrypted events that follow, and record the packets the engine
 		// never hands to OnPacketReceived (Version Negotiation, Retry).

@@ -188,6 +188,7 @@ func (t *T) recordProvoked(e Expectation, o provokedOutcome) {
 // mark that carries more than acknowledgments); PINGs sent after it are
 // the probes that show whether the connection went on.
 func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e Expectation) provokedOutcome {
+	unopened := t.recoverCloses(trace, t.markTime(mark))
 	ps := t.rec.snapshot()
 	trigger := triggerPackets(ps, trace.id, mark, end)
 	var pings []*packet
@@ -234,6 +235,10 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 	}
 	inconclusive := func(msg string, evs ...PacketEvent) provokedOutcome {
 		return out(Inconclusive, Requirement{}, msg, evs...)
+	}
+	if len(unopened) > 0 && len(acked) == 0 {
+		evs := append(events(Trigger, trigger...), unopenedEvents(t.started, unopened)...)
+		return inconclusive(unopenedSentence(t.who(), unopened), evs...)
 	}
 	if !established {
 		// Handshake-time probes: the connection "goes on" when the

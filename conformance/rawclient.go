@@ -641,6 +641,7 @@ func (rc *rawClient) processDatagram(in rawIn) {
 		rc.t.noteRTT(now.Sub(rc.firstSent))
 	}
 	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.path].local, peer: rc.paths[in.path].peer, b: d})
+	rc.trace.keepRaw(now, d)
 	meta := pktMeta{path: in.path, ecn: in.ecn}
 	if in.path > 0 {
 		meta.local = rc.paths[in.path].local

@@ -211,6 +211,7 @@ type connTrace struct {
 	resetTokens [][16]byte
 	h3          *h3.ClientConn
 	closeNoted  bool
+	rawIn       []inDatagram // what the target sent, for recoverCloses
 }
 
 func (r *recorder) newConn(label string) *connTrace {
