@@ -180,6 +180,9 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		return out
 	}
 	cfg.Probe = &p
+	t.mu.Lock()
+	cfg.TLS13Suites = t.suites
+	t.mu.Unlock()
 	if o.Config != nil {
 		o.Config(cfg)
 	}

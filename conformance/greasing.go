@@ -331,7 +331,7 @@ func runGreaseVNUnusedBits(ctx context.Context, t *T) {
 
 func init() {
 	Register(&Scenario{
-		ID: "grease-tls-cipher-suites", Title: "Reserved GREASE cipher suites offered first", Family: "J", Needs: []string{NeedApp}, Exclusive: true,
+		ID: "grease-tls-cipher-suites", Title: "Reserved GREASE cipher suites offered first", Family: "J", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("5.3", MustNot, "An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.")},
 		Run:          runGreaseTLSCipherSuites,
 	})

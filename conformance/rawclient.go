@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -297,7 +298,7 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 	}})
 	rc.t.cleanup(func() { rc.tls.Close() })
 	rc.tls.SetTransportParameters(rc.tp)
-	if err := rc.tls.Start(ctx); err != nil {
+	if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.Start(ctx) }); err != nil {
 		rc.t.Errorf("TLS client start: %v", err)
 	}
 	rc.drainTLS()
@@ -797,7 +798,7 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 			data := rc.cryptoIn[sp].contiguous()
 			if len(data) > rc.delivered[sp] {
 				lvl := []tls.QUICEncryptionLevel{tls.QUICEncryptionLevelInitial, tls.QUICEncryptionLevelHandshake, tls.QUICEncryptionLevelApplication}[sp]
-				if err := rc.tls.HandleData(lvl, data[rc.delivered[sp]:]); err != nil {
+				if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.HandleData(lvl, data[rc.delivered[sp]:]) }); err != nil {
 					rc.tlsErr = err
 				}
 				rc.delivered[sp] = len(data)

@@ -267,13 +267,6 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 		res.Duration = time.Since(start)
 		return res
 	}
-	if sc.Exclusive {
-		suitesGate.Lock()
-		defer suitesGate.Unlock()
-	} else {
-		suitesGate.RLock()
-		defer suitesGate.RUnlock()
-	}
 	sctx, cancel := context.WithTimeout(ctx, sc.budget(opts))
 	defer cancel()
 	finished := make(chan struct{})

@@ -45,9 +45,6 @@ type Scenario struct {
 	// allows, such as a cipher suite): they pass or are unsupported, never
 	// fail or warn.
 	PassOnly bool
-	// Exclusive scenarios change process-wide TLS settings (the cipher
-	// suites crypto/tls offers) and run with no other scenario beside them.
-	Exclusive bool
 	// Run probes the target. It reports through t and returns when the
 	// verdict is decided or ctx ends.
 	Run func(ctx context.Context, t *T)

@@ -31,6 +31,7 @@ type T struct {
 	rtt     time.Duration
 	control *controlResult
 	errMsg  string
+	suites  []uint16 // TLS 1.3 suites engine connections offer (withSuites); nil: crypto/tls's
 }
 
 // Profile is what the suite knows of the target before the scenarios run

@@ -101,15 +101,18 @@ func (l *phaseLog) judge(mark int, fromPN uint64) (Verdict, string, judgedPacket
 	return Pass, "", judgedPacket{}
 }
 
-// withSuites runs f with the tester offering exactly suites. The caller
-// holds suitesGate exclusively (the runner does, for Exclusive scenarios).
+// withSuites runs f with the engine connections it dials offering exactly
+// suites as TLS 1.3 cipher suites, in their own ClientHello
+// (quic.Config.TLS13Suites); other scenarios run beside it unaffected.
 func (t *T) withSuites(suites []uint16, f func()) {
-	restore, err := quic.RestrictTLS13Suites(suites...)
-	if err != nil {
-		t.Errorf("restrict cipher suites: %v", err)
-		return
-	}
-	defer restore()
+	t.mu.Lock()
+	t.suites = suites
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.suites = nil
+		t.mu.Unlock()
+	}()
 	f()
 }
 

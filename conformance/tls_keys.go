@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/h3"
@@ -1506,7 +1505,7 @@ func init() {
 		{"tls-aes256-only", "Only TLS_AES_256_GCM_SHA384 offered", "AES-256-GCM", tls.TLS_AES_256_GCM_SHA384, []string{NeedApp}},
 	} {
 		Register(&Scenario{
-			ID: s.id, Title: s.title, Family: "B", Needs: s.needs, Exclusive: true, PassOnly: true,
+			ID: s.id, Title: s.title, Family: "B", Needs: s.needs, PassOnly: true,
 			Requirements: []Requirement{reqAEADAny},
 			Run: func(ctx context.Context, t *T) {
 				t.runOnlySuite(ctx, s.suite, s.name)
@@ -1514,12 +1513,12 @@ func init() {
 		})
 	}
 	Register(&Scenario{
-		ID: "tls-ccm8-only", Title: "Only TLS_AES_128_CCM_8_SHA256 offered", Family: "B", Needs: []string{NeedApp}, Exclusive: true,
+		ID: "tls-ccm8-only", Title: "Only TLS_AES_128_CCM_8_SHA256 offered", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("5.3", MustNot, "A cipher suite MUST NOT be negotiated unless a header protection scheme is defined for the cipher suite.")},
 		Run:          runCCM8Only,
 	})
 	Register(&Scenario{
-		ID: "tls-ccm8-offered-first", Title: "TLS_AES_128_CCM_8_SHA256 offered first", Family: "B", Needs: []string{NeedApp}, Exclusive: true,
+		ID: "tls-ccm8-offered-first", Title: "TLS_AES_128_CCM_8_SHA256 offered first", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{
 			rfc9001("5.3", MustNot, "An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.  This also applies to TLS_AES_128_CCM_8_SHA256."),
 			rfc9001("5.3", MustNot, "A cipher suite MUST NOT be negotiated unless a header protection scheme is defined for the cipher suite."),
@@ -1579,9 +1578,6 @@ func (c *ticketCache) Put(key string, cs *tls.ClientSessionState) {
 // Family B, cipher-suite offers. crypto/tls builds the tester's ClientHello
 // and has no per-connection choice of TLS 1.3 suites, so these scenarios
 // narrow the process-wide list (quic.RestrictTLS13Suites) and run alone:
-// suitesGate is held shared by every other scenario and exclusively by
-// these (Scenario.Exclusive).
-var suitesGate sync.RWMutex
 
 func (l *phaseLog) probe() quic.Probe {
 	return quic.Probe{

@@ -210,6 +210,12 @@ type Config struct {
 	// smaller values exercise the peer's key update handling.
 	KeyUpdateInterval uint64
 
+	// TLS13Suites, when set on a client, are the TLS 1.3 cipher suites its
+	// ClientHello offers, in that order, for this connection only (see
+	// WithTLS13Suites for what is accepted and how). Nil offers crypto/tls's
+	// own list.
+	TLS13Suites []uint16
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

@@ -529,7 +529,7 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 				return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §8.4: ClientHello with a %d-byte legacy_session_id", b[38])
 			}
 		}
-		if err := c.tls.HandleData(space.tlsLevel(), b); err != nil {
+		if err := WithTLS13Suites(nil, func() error { return c.tls.HandleData(space.tlsLevel(), b) }); err != nil {
 			return c.tlsError(err)
 		}
 	}

@@ -36,7 +36,11 @@ func (c *Conn) startTLS(now time.Time) error {
 		c.origVersion = c.version
 		c.tls.SetTransportParameters(c.localTransportParams())
 	}
-	if err := c.tls.Start(context.Background()); err != nil {
+	var suites []uint16
+	if c.isClient {
+		suites = c.config.TLS13Suites
+	}
+	if err := WithTLS13Suites(suites, func() error { return c.tls.Start(context.Background()) }); err != nil {
 		return c.tlsError(err)
 	}
 	return c.handleTLSEvents(now)

@@ -56,16 +56,8 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 	if len(suites) == 0 {
 		return nil, fmt.Errorf("quic: RestrictTLS13Suites needs at least one suite")
 	}
-	for _, s := range suites {
-		switch s {
-		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256,
-			TLS_AES_128_CCM_SHA256, TLS_AES_128_CCM_8_SHA256:
-		default:
-			if IsGreaseValue(s) {
-				continue
-			}
-			return nil, fmt.Errorf("quic: %s (%#04x) is not a TLS 1.3 cipher suite", tls.CipherSuiteName(s), s)
-		}
+	if err := checkTLS13Suites(suites); err != nil {
+		return nil, err
 	}
 	suitesMu.Lock()
 	defer suitesMu.Unlock()
@@ -80,6 +72,66 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 			tls13Suites, tls13SuitesNoAES = saved, savedNoAES
 		})
 	}, nil
+}
+
+// tlsStepGate makes a per-connection suite list possible although
+// crypto/tls keeps only the process-wide one: crypto/tls reads that list
+// when a client builds its ClientHello (tls.QUICConn.Start) and when a
+// server picks a suite for one (HandleData). Every such step this package
+// runs (and the conformance suite's raw client, through WithTLS13Suites)
+// holds the gate shared; a ClientHello with its own list is built with the
+// gate held exclusively, the list swapped in and restored around that one
+// call, so no other handshake in the process reads it.
+var tlsStepGate sync.RWMutex
+
+// WithTLS13Suites runs f, a crypto/tls step of a QUIC connection (Start,
+// HandleData), with suites as the TLS 1.3 cipher suites crypto/tls offers
+// and accepts; nil runs f with the process's list as it is. A ClientHello
+// built by f offers exactly suites, so one connection can offer its own
+// list while others handshake beside it. The suites accepted are those of
+// RestrictTLS13Suites (TLS 1.3 suites, the two CCM suites crypto/tls does
+// not implement, and RFC 8701 GREASE values).
+func WithTLS13Suites(suites []uint16, f func() error) error {
+	if suites == nil {
+		tlsStepGate.RLock()
+		defer tlsStepGate.RUnlock()
+		return f()
+	}
+	if err := checkTLS13Suites(suites); err != nil {
+		return err
+	}
+	tlsStepGate.Lock()
+	defer tlsStepGate.Unlock()
+	suitesMu.Lock()
+	saved, savedNoAES := tls13Suites, tls13SuitesNoAES
+	tls13Suites = append([]uint16(nil), suites...)
+	tls13SuitesNoAES = append([]uint16(nil), suites...)
+	suitesMu.Unlock()
+	defer func() {
+		suitesMu.Lock()
+		tls13Suites, tls13SuitesNoAES = saved, savedNoAES
+		suitesMu.Unlock()
+	}()
+	return f()
+}
+
+// checkTLS13Suites accepts what a ClientHello may offer as TLS 1.3 suites.
+func checkTLS13Suites(suites []uint16) error {
+	if len(suites) == 0 {
+		return fmt.Errorf("quic: at least one TLS 1.3 cipher suite is needed")
+	}
+	for _, s := range suites {
+		switch s {
+		case tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256,
+			TLS_AES_128_CCM_SHA256, TLS_AES_128_CCM_8_SHA256:
+		default:
+			if IsGreaseValue(s) {
+				continue
+			}
+			return fmt.Errorf("quic: %s (%#04x) is not a TLS 1.3 cipher suite", tls.CipherSuiteName(s), s)
+		}
+	}
+	return nil
 }
 
 // IsGreaseValue reports whether v is one of the sixteen reserved GREASE

@@ -114,3 +114,64 @@ func TestRestrictTLS13SuitesGrease(t *testing.T) {
 		}
 	}
 }
+
+// TestPerConnectionTLS13Suites: a client with Config.TLS13Suites offers
+// exactly those in its own ClientHello while connections beside it offer
+// crypto/tls's list, and the process-wide list is left as it was.
+func TestPerConnectionTLS13Suites(t *testing.T) {
+	before := TLS13Suites()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := Listen("udp", "127.0.0.1:0", testServerConfig(t, "hq-interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	go func() {
+		for {
+			if _, err := ep.Accept(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	type result struct {
+		want, got uint16
+		err       error
+	}
+	cases := []uint16{tls.TLS_CHACHA20_POLY1305_SHA256, 0, tls.TLS_AES_256_GCM_SHA384, 0, tls.TLS_CHACHA20_POLY1305_SHA256, 0}
+	out := make(chan result, len(cases))
+	for _, suite := range cases {
+		go func() {
+			cfg := testClientConfig(t, "hq-interop")
+			want := uint16(tls.TLS_AES_128_GCM_SHA256)
+			if suite != 0 {
+				cfg.TLS13Suites = []uint16{0x2a2a, suite}
+				want = suite
+			}
+			c, err := Dial(ctx, "udp", ep.Addr().String(), cfg)
+			if err != nil {
+				out <- result{want: want, err: err}
+				return
+			}
+			defer c.Close(0, "")
+			out <- result{want: want, got: c.ConnectionState().CipherSuite}
+		}()
+	}
+	for range cases {
+		r := <-out
+		if r.err != nil {
+			t.Errorf("dial offering %s: %v", tls.CipherSuiteName(r.want), r.err)
+		} else if r.got != r.want && !(r.want == tls.TLS_AES_128_GCM_SHA256 && r.got == tls.TLS_CHACHA20_POLY1305_SHA256) {
+			// Without AES hardware crypto/tls prefers ChaCha20 by default.
+			t.Errorf("negotiated %s, want %s", tls.CipherSuiteName(r.got), tls.CipherSuiteName(r.want))
+		}
+	}
+	if got := TLS13Suites(); !slices.Equal(got, before) {
+		t.Errorf("the process-wide list changed: %x, was %x", got, before)
+	}
+	cfg := testClientConfig(t, "hq-interop")
+	cfg.TLS13Suites = []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
+	if _, err := Dial(ctx, "udp", ep.Addr().String(), cfg); err == nil {
+		t.Error("a TLS 1.2 suite in TLS13Suites was accepted")
+	}
+}
