@@ -19,6 +19,8 @@ func flakyScenario(id string, fails int32, runs *atomic.Int32, timing bool, warn
 			switch {
 			case n > fails:
 				t.Pass("c", must, "fine")
+			case warn && timing && n == 1 && id == "x-timing-inconclusive":
+				t.Inconclusive("too slow to tell")
 			case warn:
 				t.Warn("c", should, "slow")
 			default:
@@ -32,15 +34,16 @@ func flakyScenario(id string, fails int32, runs *atomic.Int32, timing bool, warn
 // gives the re-run's verdict with the first run kept beside it. Timing
 // warns are confirmed the same way; other warns and passes run once.
 func TestConfirmVerdicts(t *testing.T) {
-	var once, twice, timingWarn, plainWarn, pass atomic.Int32
+	var once, twice, timingWarn, plainWarn, pass, timingInc atomic.Int32
 	scs := []*Scenario{
 		flakyScenario("x-fails-once", 1, &once, false, false),
 		flakyScenario("x-fails-twice", 2, &twice, false, false),
 		flakyScenario("x-timing-warn-once", 1, &timingWarn, true, true),
 		flakyScenario("x-plain-warn", 1, &plainWarn, false, true),
 		flakyScenario("x-pass", 0, &pass, false, false),
+		flakyScenario("x-timing-inconclusive", 1, &timingInc, true, true),
 	}
-	prof := &Profile{Reachable: true}
+	prof := &Profile{} // unreachable: no health check after the inconclusive one
 	rs := runScenarios(context.Background(), prof, scs, Options{Parallel: 4})
 	got := map[string]Result{}
 	for _, r := range rs {
@@ -57,6 +60,9 @@ func TestConfirmVerdicts(t *testing.T) {
 	}
 	if r := got["x-plain-warn"]; r.Verdict != Warn || r.Confirmed || plainWarn.Load() != 1 {
 		t.Errorf("plain warn: %s confirmed=%v, %d runs (want 1)", r.Verdict, r.Confirmed, plainWarn.Load())
+	}
+	if r := got["x-timing-inconclusive"]; r.Verdict != Pass || r.FirstRun == nil || r.FirstRun.Verdict != Inconclusive {
+		t.Errorf("timing inconclusive once: %s first=%+v", r.Verdict, r.FirstRun)
 	}
 	if once.Load() != 2 || twice.Load() != 2 || pass.Load() != 1 {
 		t.Errorf("runs: fails-once %d, fails-twice %d, pass %d (want 2, 2, 1)", once.Load(), twice.Load(), pass.Load())

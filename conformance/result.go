@@ -176,8 +176,8 @@ type Result struct {
 	Started   time.Time     `json:"started"`
 	Duration  time.Duration `json:"duration_ns"`
 	Artifacts *Artifacts    `json:"artifacts,omitempty"`
-	// Confirmed is set on a fail, and on a warn of a timing-based
-	// scenario, that came out the same when the runner ran the scenario
+	// Confirmed is set on a fail, and on a warn or inconclusive of a
+	// timing-based scenario, that came out the same when the runner ran the scenario
 	// again alone at the end of the run (docs/conformance-model.md,
 	// Verdicts rule 7).
 	Confirmed bool `json:"confirmed,omitempty"`

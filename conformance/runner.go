@@ -18,7 +18,8 @@ type Options struct {
 	ToolVersion string
 	// Scenarios are IDs, globs ("hs-*") or family letters; empty runs all.
 	Scenarios []string
-	// Parallel is how many scenarios run at once (default 4).
+	// Parallel is how many scenarios run at once (default 8; fails and
+	// timing verdicts are confirmed alone at the end, see confirmVerdicts).
 	Parallel int
 	// Timeout is each scenario's deadline (default 10 s; transfer and
 	// timing scenarios get at least 60 s).
@@ -97,7 +98,7 @@ func RunClient(ctx context.Context, client ClientTarget, opts Options) (*Report,
 func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Options) []Result {
 	par := opts.Parallel
 	if par <= 0 {
-		par = 4
+		par = 8
 	}
 	h := newHealth(prof, opts.Revive)
 	results := make([]Result, len(scs))
@@ -184,10 +185,11 @@ func runScenarios(ctx context.Context, prof *Profile, scs []*Scenario, opts Opti
 }
 
 // needsConfirmation reports whether a result must be reproduced by a
-// re-run alone before it is reported: every fail, and the warn of a
-// timing-based scenario.
+// re-run alone before it is reported: every fail, and the warn or
+// inconclusive of a timing-based scenario (load on the tester's host can
+// blur a measurement into either).
 func needsConfirmation(sc *Scenario, r Result) bool {
-	return r.Verdict == Fail || r.Verdict == Warn && sc.Timing
+	return r.Verdict == Fail || sc.Timing && (r.Verdict == Warn || r.Verdict == Inconclusive)
 }
 
 // confirmVerdicts runs again, one at a time with nothing beside them,

@@ -37,9 +37,9 @@ type Scenario struct {
 	// Long selects the 60 s budget of transfer and timing scenarios.
 	Long bool
 	// Timing scenarios judge delays, rates or amounts of data per round
-	// trip, which load on the tester's host can distort: a warn of theirs
-	// is confirmed by a re-run alone before it is reported, like every
-	// fail (docs/conformance-model.md, Verdicts rule 7).
+	// trip, which load on the tester's host can distort: a warn or
+	// inconclusive of theirs is confirmed by a re-run alone before it is
+	// reported, like every fail (docs/conformance-model.md, Verdicts rule 7).
 	Timing bool
 	// PassOnly scenarios rest on descriptive text (a capability the RFC
 	// allows, such as a cipher suite): they pass or are unsupported, never

@@ -77,7 +77,7 @@ func testCommand() *command {
 			fs.StringVar(&o.scenarios, "scenarios", "*", "scenario `IDs or globs`, comma-separated")
 			fs.StringVar(&o.small, "small", "", "`path` of a small resource (a few KiB) on the server (default: /)")
 			fs.StringVar(&o.large, "large", "", "`path` of a large resource (at least 1 MiB); without it the scenarios that need one are unsupported")
-			fs.IntVar(&o.parallel, "parallel", 4, "scenarios run at once")
+			fs.IntVar(&o.parallel, "parallel", 8, "scenarios run at once (fails and timing verdicts are re-run alone to confirm them)")
 			fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of each scenario")
 			fs.StringVar(&o.jsonFile, "json", "", "write the versioned JSON report to `file`")
 			fs.StringVar(&o.junit, "junit", "", "write a JUnit XML report to `file`")
