@@ -14,7 +14,8 @@
 //
 //   - the model: scenario.go (Scenario, the registry, Select), result.go
 //     (Verdict, Requirement, Result, Report), t.go (T, what a scenario
-//     reports through), runner.go (Run, budgets, artifacts), catalogue.go
+//     reports through), runner.go (Run, budgets, artifacts, confirming fails
+//     alone), catalogue.go
 //     (areas, docs/scenarios.md), baseline.go (expected verdicts for CI);
 //   - the tester's endpoints: rawclient.go, rawfetch.go, rawcredit.go,
 //     rawpath.go, pnset.go and clienthello.go (a scripted client that sends
@@ -22,7 +23,8 @@
 //     probe hooks), clientside.go (Quiver as the server a client under test
 //     connects to); recorder.go and capture.go keep what was seen;
 //   - shared judging: patterns.go and provoked.go (the provoked-error
-//     pattern), passive.go (checks over every connection), probes_common.go,
+//     pattern), closes.go (closes at every level, opened with the tester's
+//     keys), passive.go (checks over every connection), probes_common.go,
 //     helpers_frames.go, tls_common.go, h3wire.go (the tester's HTTP/3 and
 //     QPACK), client_common.go;
 //   - the scenarios, one file per subject, each scenario's passive judge
