@@ -59,6 +59,11 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 	if err := checkTLS13Suites(suites); err != nil {
 		return nil, err
 	}
+	// Exclusive with every handshake step of the engine, so that a
+	// per-connection list (WithTLS13Suites) never saves or restores a
+	// list half changed.
+	tlsStepGate.Lock()
+	defer tlsStepGate.Unlock()
 	suitesMu.Lock()
 	defer suitesMu.Unlock()
 	saved, savedNoAES := tls13Suites, tls13SuitesNoAES
@@ -67,6 +72,8 @@ func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			tlsStepGate.Lock()
+			defer tlsStepGate.Unlock()
 			suitesMu.Lock()
 			defer suitesMu.Unlock()
 			tls13Suites, tls13SuitesNoAES = saved, savedNoAES
