@@ -30,7 +30,7 @@ func runGreaseTLSCipherSuites(ctx context.Context, t *T) {
 	gs := greaseSuites()
 	t.withSuites([]uint16{gs[0], gs[1], tls.TLS_AES_128_GCM_SHA256}, func() {
 		label := fmt.Sprintf("GREASE %#04x, %#04x, then AES-128-GCM", gs[0], gs[1])
-		c, err := t.Dial(ctx, DialOptions{Label: label})
+		c, err := t.dialAgainIfSilent(ctx, DialOptions{Label: label})
 		ps := received(t.rec.snapshot(), c.trace.id, 0)
 		if err != nil {
 			if cl := firstClose(ps); cl != nil {

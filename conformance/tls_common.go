@@ -101,6 +101,18 @@ func (l *phaseLog) judge(mark int, fromPN uint64) (Verdict, string, judgedPacket
 	return Pass, "", judgedPacket{}
 }
 
+// dialAgainIfSilent dials with o and, when nothing at all came back (a
+// first flight lost on a busy host or target), dials once more, as
+// mustDial does; the caller judges the failure itself.
+func (t *T) dialAgainIfSilent(ctx context.Context, o DialOptions) (*Conn, error) {
+	c, err := t.Dial(ctx, o)
+	if err != nil && ctx.Err() == nil && len(received(t.rec.snapshot(), c.trace.id, 0)) == 0 {
+		o.Label += " (again)"
+		c, err = t.Dial(ctx, o)
+	}
+	return c, err
+}
+
 // withSuites runs f with the engine connections it dials offering exactly
 // suites as TLS 1.3 cipher suites, in their own ClientHello
 // (quic.Config.TLS13Suites); other scenarios run beside it unaffected.

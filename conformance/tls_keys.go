@@ -1208,7 +1208,7 @@ func (t *T) serverHelloSuite(c *Conn) (suite uint16, at *packet, ok bool) {
 func (t *T) runOnlySuite(ctx context.Context, suite uint16, name string) {
 	req := t.sc.Requirements[0]
 	t.withSuites([]uint16{suite}, func() {
-		c, err := t.Dial(ctx, DialOptions{Label: "only " + tls.CipherSuiteName(suite)})
+		c, err := t.dialAgainIfSilent(ctx, DialOptions{Label: "only " + tls.CipherSuiteName(suite)})
 		if err != nil {
 			ps := received(t.rec.snapshot(), c.trace.id, 0)
 			if cl := firstClose(ps); cl != nil {
@@ -1264,7 +1264,7 @@ func runCCM8Only(ctx context.Context, t *T) {
 
 func runCCM8OfferedFirst(ctx context.Context, t *T) {
 	t.withSuites([]uint16{quic.TLS_AES_128_CCM_8_SHA256, tls.TLS_AES_128_GCM_SHA256}, func() {
-		c, err := t.Dial(ctx, DialOptions{Label: "CCM_8 first, then AES-128-GCM"})
+		c, err := t.dialAgainIfSilent(ctx, DialOptions{Label: "CCM_8 first, then AES-128-GCM"})
 		ps := received(t.rec.snapshot(), c.trace.id, 0)
 		if s, at, ok := t.serverHelloSuite(c); ok && s == quic.TLS_AES_128_CCM_8_SHA256 {
 			t.Fail("negotiated", t.sc.Requirements[1], "The server's ServerHello selected TLS_AES_128_CCM_8_SHA256, a suite with no QUIC header protection scheme.", events(Response, at)...)
