@@ -611,32 +611,6 @@ func judgeVersionNegotiation(c *Cell) {
 	c.checkFiles()
 }
 
-func judgeAckFrequency(c *Cell) {
-	c.checkHS(1)
-	c.checkFiles()
-	cn := firstCompleted(c.ServerTrace)
-	if cn == nil || cn.ClientHello == nil || cn.ClientHello.TransportParameters == nil {
-		c.add("min-ack-delay", Base, false, "client transport parameters not read")
-		return
-	}
-	tp := cn.ClientHello.TransportParameters
-	c.add("min-ack-delay", Base, tp.HasMinAckDelay && tp.MinAckDelay <= tp.MaxAckDelay*1000, "client min_ack_delay %v %dus, max_ack_delay %dms", tp.HasMinAckDelay, tp.MinAckDelay, tp.MaxAckDelay)
-	n := cn.FrameCounts[analyze.FromServer][wire.FrameTypeAckFrequency.String()]
-	c.add("ack-frequency-sent", Base, n > 0, "server sent %d ACK_FREQUENCY frames", n)
-	acks := cn.FrameCounts[analyze.FromClient]["ACK"] + cn.FrameCounts[analyze.FromClient]["ACK_ECN"]
-	elicit := 0
-	for _, p := range cn.Packets {
-		if p.Dir == analyze.FromServer && p.Type == wire.PacketType1RTT && p.AckEliciting() {
-			elicit++
-		}
-	}
-	ratio := 0.0
-	if acks > 0 {
-		ratio = float64(elicit) / float64(acks)
-	}
-	c.add("ack-ratio", Base, ratio >= 5, "%d ack-eliciting server packets per %d client ACKs (ratio %.1f, want 5+)", elicit, acks, ratio)
-}
-
 // judgeConnectionMigration judges connectionmigration: the client moves to the server's
 // preferred address (RFC 9000 §9.6). A path is the full 4-tuple, so the
 // move changes the path even when the client keeps its own address; the

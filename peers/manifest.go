@@ -155,9 +155,9 @@ var (
 	// Kept in step with interop/endpoint's ServerCases and ClientCases
 	// (a test there checks it; peers does not import the engine).
 	quiverServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration", "ackfrequency"}
 	quiverClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "ackfrequency"}
 )
 
 // manifest is every implementation Quiver knows how to start.
@@ -169,7 +169,7 @@ var manifest = []Impl{
 		Versions: []string{"v1", "v2"},
 		// The endpoint of interop/endpoint (`quiver interop endpoint`),
 		// which follows the runner's contract; its lists say what the
-		// engine's file server can do today (no ACK_FREQUENCY knob yet).
+		// engine's file server can do today.
 		ServerCases: quiverServerCases,
 		ClientCases: quiverClientCases,
 		Server:      adapterServer("quiver", "interop", "endpoint"),

@@ -1006,6 +1006,9 @@ func (a *analyzer) frame(c *Conn, pk *Packet, dir Direction, space int, f wire.F
 		c.Closes = append(c.Closes, Close{Dir: dir, Application: f.Application, Code: f.ErrorCode, Reason: string(f.Reason)})
 	case *wire.NewTokenFrame:
 		fs.Length = len(f.Token)
+	case *wire.AckFrequencyFrame:
+		fs.Seq = f.SequenceNumber
+		fs.AckFrequency = &AckFrequencyFields{Threshold: f.AckElicitingThreshold, MaxAckDelay: f.RequestedMaxAckDelay, Reordering: f.ReorderingThreshold}
 	case *wire.DatagramFrame:
 		fs.Length = len(f.Data)
 	}

@@ -136,10 +136,21 @@ type Frame struct {
 	// ErrorCode and Reason for CONNECTION_CLOSE, RESET_STREAM, STOP_SENDING.
 	ErrorCode uint64 `json:"error_code,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// AckFrequency holds an ACK_FREQUENCY frame's fields
+	// (draft-ietf-quic-ack-frequency §4); its sequence number is in Seq.
+	AckFrequency *AckFrequencyFields `json:"ack_frequency,omitempty"`
 	// First is the first byte of STREAM data at offset 0, which names the
 	// stream type of an HTTP/3 unidirectional stream and the first frame
 	// type of a request stream; -1 otherwise.
 	First int `json:"-"`
+}
+
+// AckFrequencyFields are the values an ACK_FREQUENCY frame asks for.
+type AckFrequencyFields struct {
+	Threshold uint64 `json:"ack_eliciting_threshold"`
+	// MaxAckDelay is the Requested Max Ack Delay in microseconds.
+	MaxAckDelay uint64 `json:"requested_max_ack_delay_us"`
+	Reordering  uint64 `json:"reordering_threshold"`
 }
 
 // Retry is a Retry packet seen on a connection.

@@ -49,17 +49,25 @@ const ExitUnsupported = 127
 // The endpoint TESTCASE values each role supports, and why the others are
 // not. A connectionmigration server offers a preferred_address (its own
 // address on a second port); the client runs "transfer" in that test and
-// follows the offer by itself. ackfrequency is not declared, since the
-// file server has no knob for the engine's ACK frequency policy yet. A
+// follows the offer by itself. An ackfrequency server, as data sender, asks
+// for an ACK every 10 packets within 20 ms (design §5.24: Ack-Eliciting
+// Threshold 9, Requested Max Ack Delay max(20 ms, the client's
+// min_ack_delay)); its client advertises min_ack_delay, as the engine does
+// by default, and obeys. A
 // chacha20 client restricts crypto/tls's process-wide TLS 1.3 suites
 // (quic.RestrictTLS13Suites); a v2 client starts in v1 and offers v2 in
 // version_information for the server to upgrade (RFC 9368).
 var (
 	ServerCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "connectionmigration", "ackfrequency"}
 	ClientCases = []string{"handshake", "transfer", "retry", "resumption", "zerortt", "http3", "multiconnect",
-		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation"}
+		"chacha20", "keyupdate", "ecn", "v2", "versionnegotiation", "ackfrequency"}
 )
+
+// ackFrequencyPolicy is what an ackfrequency server asks of its client
+// (design §5.24); the engine raises the delay to the client's
+// min_ack_delay when that is larger.
+var ackFrequencyPolicy = quic.AckFrequencyPolicy{Ratio: 10, MaxAckDelay: 20 * time.Millisecond}
 
 // greaseVersion is the reserved version (RFC 9000 §15: 0x?a?a?a?a) a
 // versionnegotiation client starts with, to provoke Version Negotiation.
@@ -170,6 +178,9 @@ func runServer(ctx context.Context, o *options, logf func(string, ...any)) error
 		// version_information is upgraded (RFC 9368 §2.3); one that starts
 		// in v2 stays there.
 		cfg.Versions = []uint32{quic.Version2, quic.Version1}
+	}
+	if o.testcase == "ackfrequency" {
+		cfg.EditQUIC = func(q *quic.Config) { q.AckFrequency = ackFrequencyPolicy }
 	}
 	if o.testcase == "connectionmigration" {
 		pa, err := preferredAddress(o.listen)

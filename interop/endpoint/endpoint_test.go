@@ -29,8 +29,6 @@ func TestUnsupportedExits127(t *testing.T) {
 	for _, c := range []map[string]string{
 		{"ROLE": "server", "TESTCASE": "no-such-test"},
 		{"ROLE": "client", "TESTCASE": "no-such-test", "REQUESTS": "https://127.0.0.1:1/x"},
-		{"ROLE": "server", "TESTCASE": "ackfrequency"},
-		{"ROLE": "client", "TESTCASE": "ackfrequency", "REQUESTS": "https://127.0.0.1:1/x"},
 	} {
 		if got := Main(context.Background(), nil, env(c), io.Discard); got != ExitUnsupported {
 			t.Errorf("%v: exit %d, want %d", c, got, ExitUnsupported)
