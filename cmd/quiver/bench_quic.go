@@ -158,6 +158,8 @@ func benchGoodput(ctx context.Context, env *cmdEnv, args []string) error {
 	var c commonFlags
 	c.register(fs, "quiver,quic-go,x/net,ngtcp2,tcp", 5)
 	size := fs.String("size", "100MB", "file `size` (e.g. 100MB, 1GiB)")
+	var ag agentFlags
+	ag.register(fs)
 	if help, err := parseSub(env, fs, "quiver bench goodput [flags]", args); help || err != nil {
 		return err
 	}
@@ -168,7 +170,7 @@ func benchGoodput(ctx context.Context, env *cmdEnv, args []string) error {
 	if o.Size, err = bench.ParseSize(*size); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	res, err := bench.Goodput(ctx, o)
+	res, err := ag.measure(ctx, env, &c, o, "goodput", bench.Goodput)
 	return finish(ctx, env, res, err, c.out, "goodput", c.store)
 }
 
@@ -178,6 +180,8 @@ func benchHandshakes(ctx context.Context, env *cmdEnv, args []string) error {
 	c.register(fs, "quiver,quic-go,tcp", 5)
 	n := fs.Int("n", 500, "full handshakes per run")
 	parallel := fs.Int("parallel", 1, "handshakes in flight at once")
+	var ag agentFlags
+	ag.register(fs)
 	if help, err := parseSub(env, fs, "quiver bench handshakes [flags]", args); help || err != nil {
 		return err
 	}
@@ -186,7 +190,7 @@ func benchHandshakes(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	o.Handshakes, o.Parallel = *n, *parallel
-	res, err := bench.Handshakes(ctx, o)
+	res, err := ag.measure(ctx, env, &c, o, "handshakes", bench.Handshakes)
 	return finish(ctx, env, res, err, c.out, "handshakes", c.store)
 }
 

@@ -61,7 +61,7 @@ func commands() []*command {
 	// Listed in the order a newcomer meets them.
 	return []*command{
 		demoCommand(), testCommand(), testClientCommand(), serveCommand(), getCommand(),
-		interopCommand(), trackCommand(), workerCommand(), webCommand(), benchCommand(), gridCommand(), scenariosCommand(), versionCommand(),
+		interopCommand(), trackCommand(), workerCommand(), webCommand(), benchCommand(), agentCommand(), gridCommand(), scenariosCommand(), versionCommand(),
 	}
 }
 
