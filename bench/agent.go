@@ -201,8 +201,19 @@ func (a *Agent) endpoint(ctx context.Context, recv func() (*AgentRequest, error)
 
 // run starts the job's endpoint, reports it, samples its CPU, and ends it
 // (a client by itself, a server on stop); when ctx ends first the endpoint
-// is stopped and nothing is reported.
+// is stopped and nothing is reported. OnExit hears of the endpoint once it
+// is reaped and its files are gone.
 func (a *Agent) run(ctx context.Context, job *AgentJob, emit func(*AgentEvent) error, stop <-chan struct{}) (*AgentDone, error) {
+	pid := 0
+	defer func() {
+		if pid != 0 && a.OnExit != nil {
+			a.OnExit(pid)
+		}
+	}()
+	return a.runEndpoint(ctx, job, emit, stop, &pid)
+}
+
+func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*AgentEvent) error, stop <-chan struct{}, pidOut *int) (*AgentDone, error) {
 	im, err := lookupImpl(job.Impl)
 	if err != nil {
 		return nil, err
@@ -245,6 +256,7 @@ func (a *Agent) run(ctx context.Context, job *AgentJob, emit func(*AgentEvent) e
 		return nil, err
 	}
 	pid := p.cmd.Process.Pid
+	*pidOut = pid
 	a.logf("%s %s started: pid %d: %s", job.Role, im.name, pid, spec)
 	if a.OnStart != nil {
 		a.OnStart(pid)
@@ -252,9 +264,6 @@ func (a *Agent) run(ctx context.Context, job *AgentJob, emit func(*AgentEvent) e
 	defer func() {
 		p.stop()
 		a.logf("%s %s pid %d ended", job.Role, im.name, pid)
-		if a.OnExit != nil {
-			a.OnExit(pid)
-		}
 	}()
 	if job.Role == "server" {
 		if err := p.waitListening(ctx, im.proto, s.port, 10*time.Second); err != nil {
