@@ -42,12 +42,31 @@ var Paths = map[string]EmulatedPath{
 		Down: link(50e6, 10*time.Millisecond, 0, 20*time.Millisecond), Up: link(500e3, 10*time.Millisecond, 0, 20*time.Millisecond)},
 	"narrow-return": {Name: "narrow-return", Note: "20 ms RTT, 50 Mbit/s down, 0.2 Mbit/s up (narrower than RFC 9000's ACK rate at full forward speed)",
 		Down: link(50e6, 10*time.Millisecond, 0, 20*time.Millisecond), Up: link(200e3, 10*time.Millisecond, 0, 20*time.Millisecond)},
+	// The terrestrial path with 1 % random loss each way, and with 2 % of
+	// the data datagrams held back 5 ms (reordered behind up to about
+	// 40 later ones at 100 Mbit/s): the study's impaired paths.
+	"lossy": {Name: "lossy", Note: "terrestrial with 1 % random loss both ways",
+		Down: lossy(link(100e6, 10*time.Millisecond, 0, 20*time.Millisecond)), Up: lossy(link(100e6, 10*time.Millisecond, 0, 20*time.Millisecond))},
+	"reordering": {Name: "reordering", Note: "terrestrial with 2 % of data datagrams delayed 5 ms (reordered)",
+		Down: reordered(link(100e6, 10*time.Millisecond, 0, 20*time.Millisecond)), Up: link(100e6, 10*time.Millisecond, 0, 20*time.Millisecond)},
+}
+
+func lossy(l netem.Link) netem.Link {
+	l.Loss = 0.01
+	return l
+}
+
+func reordered(l netem.Link) netem.Link {
+	l.Reorder, l.ReorderDelay = 0.02, 5*time.Millisecond
+	return l
 }
 
 // PathNames lists the paths in report order.
-var PathNames = []string{"terrestrial", "cellular", "geo", "asymmetric", "narrow-return"}
+var PathNames = []string{"terrestrial", "cellular", "geo", "asymmetric", "narrow-return", "lossy", "reordering"}
 
 // DefaultRatios are the ACK ratios of the study, plus the adaptive policy.
+// A ratio may carry a fixed Requested Max Ack Delay after "@" (10@25ms, as
+// the study's fixed 25 ms); without one it is smoothed RTT / 4.
 const DefaultRatios = "2,4,8,10,16,32,64,adaptive"
 
 func ratioName(r int) string {
@@ -68,7 +87,16 @@ func AckFreqConfigs(paths, ratios []string) ([]Config, error) {
 		}
 		for _, rs := range ratios {
 			r := -1
-			if rs = strings.TrimPrefix(strings.TrimSpace(rs), "1:"); rs != "adaptive" {
+			rs, ds, hasDelay := strings.Cut(strings.TrimPrefix(strings.TrimSpace(rs), "1:"), "@")
+			var delay time.Duration
+			if hasDelay {
+				d, err := time.ParseDuration(ds)
+				if err != nil || d <= 0 || rs == "adaptive" || rs == "2" {
+					return nil, fmt.Errorf("ACK ratio %s@%s: want a fixed ratio above 2 with a positive delay (10@25ms)", rs, ds)
+				}
+				delay = d
+			}
+			if rs != "adaptive" {
 				n, err := strconv.Atoi(rs)
 				if err != nil || n < 1 {
 					return nil, fmt.Errorf("ACK ratio %q: want a number of packets per ACK (2, 10, …) or adaptive", rs)
@@ -76,7 +104,11 @@ func AckFreqConfigs(paths, ratios []string) ([]Config, error) {
 				r = n
 			}
 			pc := p
-			out = append(out, Config{Name: p.Name + "/" + ratioName(r), Knobs: Knobs{AckRatio: r}, Topology: "relay", Path: &pc})
+			name := p.Name + "/" + ratioName(r)
+			if delay > 0 {
+				name += "@" + delay.String()
+			}
+			out = append(out, Config{Name: name, Knobs: Knobs{AckRatio: r, AckDelay: delay}, Topology: "relay", Path: &pc})
 		}
 	}
 	return out, nil

@@ -207,6 +207,9 @@ type QuiverEndpointConfig struct {
 	// AckPolicy applies AckRatio to the engine's configuration; nil means
 	// ApplyAckPolicy. A caller that wants another policy passes it here.
 	AckPolicy func(cfg *quic.Config, ratio int, server bool) error
+	// AckDelay, when positive, replaces the fixed ratios' Requested Max
+	// Ack Delay of smoothed RTT / 4 with this fixed value.
+	AckDelay time.Duration
 	// SocketBuffer is quic.Config.SocketBuffer: 0 the engine's 8 MiB, -1
 	// the kernel's default.
 	SocketBuffer int
@@ -336,7 +339,12 @@ func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
 		if policy == nil {
 			policy = ApplyAckPolicy
 		}
-		return policy(cfg, q.AckRatio, server)
+		if err := policy(cfg, q.AckRatio, server); err != nil {
+			return err
+		}
+		if q.AckDelay > 0 && cfg.AckFrequency.Ratio > 0 {
+			cfg.AckFrequency.MaxAckDelay = q.AckDelay
+		}
 	}
 	return nil
 }

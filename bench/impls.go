@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/quic"
@@ -37,6 +38,9 @@ type Knobs struct {
 	// default of RFC 9000 (1:2) on the bench's own Quiver endpoint, -1 the
 	// adaptive policy, 0 leaves the knob alone.
 	AckRatio int `json:"ack_ratio,omitempty"`
+	// AckDelay, when positive, is a fixed Requested Max Ack Delay for the
+	// fixed ratios (the study's 25 ms); 0 keeps smoothed RTT / 4.
+	AckDelay time.Duration `json:"ack_delay_ns,omitempty"`
 }
 
 // Bins says where the endpoint programs are.
@@ -215,6 +219,9 @@ func quiverOwnArgs(k Knobs) []string {
 	}
 	if k.AckRatio != 0 {
 		args = append(args, "--ack-ratio", strconv.Itoa(k.AckRatio))
+	}
+	if k.AckDelay > 0 {
+		args = append(args, "--ack-delay", k.AckDelay.String())
 	}
 	if k.KernelBuffers {
 		args = append(args, "--socket-buffer", "-1")

@@ -319,6 +319,7 @@ func benchQuiverServe(ctx context.Context, env *cmdEnv, args []string) error {
 	var q bench.QuiverEndpointConfig
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
+	fs.DurationVar(&q.AckDelay, "ack-delay", 0, "")
 	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
 	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
@@ -343,6 +344,7 @@ func benchQuiverGet(ctx context.Context, env *cmdEnv, args []string) error {
 	out := fs.String("out", ".", "")
 	var q bench.QuiverEndpointConfig
 	fs.StringVar(&q.CC, "cc", "", "")
+	fs.DurationVar(&q.AckDelay, "ack-delay", 0, "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
 	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
 	fs.BoolVar(&q.AckStats, "ack-stats", false, "")
