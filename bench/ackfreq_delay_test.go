@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +60,26 @@ func TestAckFreqDelayMode(t *testing.T) {
 			t.Errorf("%+v: the client got a policy %+v", x.q, cli.AckFrequency)
 		}
 	}
+}
+
+// FuzzAckFreqRatios feeds arbitrary --ratios values to AckFreqConfigs: an
+// error or configurations whose knobs say what their names say, never a
+// panic.
+func FuzzAckFreqRatios(f *testing.F) {
+	for _, s := range []string{"2", "10@25ms", "1:64@1s", "adaptive", "adaptive@5ms", "10@", "@", "0", "-3", "10@-1ms"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ratio string) {
+		cs, err := AckFreqConfigs([]string{"terrestrial"}, []string{ratio})
+		if err != nil {
+			return
+		}
+		if len(cs) != 1 {
+			t.Fatalf("%q: %d configs", ratio, len(cs))
+		}
+		k := cs[0].Knobs
+		if k.AckRatio == 0 || k.AckRatio < -1 || k.AckDelay < 0 || (k.AckDelay > 0) != strings.Contains(cs[0].Name, "@") {
+			t.Fatalf("%q: config %q with knobs %+v", ratio, cs[0].Name, k)
+		}
+	})
 }
