@@ -26,13 +26,14 @@ type benchOpts struct {
 func benchCommand() *command {
 	return &command{
 		name:    "bench",
-		summary: "benchmark QUIC implementations and Quiver's RPC transports (subcommands: goodput, handshakes, sweep, ackfreq, rpc)",
+		summary: "benchmark QUIC implementations and Quiver's RPC transports (subcommands: goodput, handshakes, sweep, ackfreq, report, rpc)",
 		usage:   "goodput|handshakes|sweep|ackfreq|rpc [flags]",
 		examples: []string{
 			"quiver bench goodput --impls quiver,quic-go,x/net,ngtcp2,tcp --size 100MB --runs 5",
 			"quiver bench handshakes --impls quiver,quic-go,tcp --n 500 --runs 5",
 			"quiver bench sweep --param rcvbuf --impls quiver,quic-go,ngtcp2 --size 100MB --runs 3",
 			"quiver bench ackfreq --paths terrestrial,asymmetric --ratios 2,10,adaptive",
+			"quiver bench report --doc docs/ack-frequency-results.md docs/runs/ackfreq-20261204.json.gz",
 			"quiver bench goodput --help   (each subcommand lists its own flags)",
 			"quiver bench rpc --transports tcp,quic --conc 1,64,512 --sizes 581,1024",
 			"quiver bench rpc --grpc rpc/grpcbench --transports tcp,quic --conc 64 --sizes 581 --repeats 5",
