@@ -65,7 +65,8 @@ func reordered(l netem.Link) netem.Link {
 var PathNames = []string{"terrestrial", "cellular", "geo", "asymmetric", "narrow-return", "lossy", "reordering"}
 
 // DefaultRatios are the ACK ratios of the study, plus the adaptive policy.
-// A ratio may carry a fixed Requested Max Ack Delay after "@" (10@25ms, as
+// "strict" is 1:2 with a receiver that acknowledges every two packets even
+// within a burst (RFC 9000's baseline, measured). A ratio may carry a fixed Requested Max Ack Delay after "@" (10@25ms, as
 // the study's fixed 25 ms); without one it is smoothed RTT / 4.
 const DefaultRatios = "2,4,8,10,16,32,64,adaptive"
 
@@ -86,6 +87,11 @@ func AckFreqConfigs(paths, ratios []string) ([]Config, error) {
 			return nil, fmt.Errorf("path %q: want one of %s", pn, strings.Join(PathNames, ", "))
 		}
 		for _, rs := range ratios {
+			if strings.TrimSpace(rs) == "strict" {
+				pc := p
+				out = append(out, Config{Name: p.Name + "/strict", Knobs: Knobs{AckRatio: 2, StrictAcks: true}, Topology: "relay", Path: &pc})
+				continue
+			}
 			r := -1
 			rs, ds, hasDelay := strings.Cut(strings.TrimPrefix(strings.TrimSpace(rs), "1:"), "@")
 			var delay time.Duration

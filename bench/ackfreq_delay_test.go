@@ -14,7 +14,7 @@ import (
 // configuration of the bench's Quiver server, and that the plain ratio
 // keeps smoothed RTT / 4.
 func TestAckFreqDelayMode(t *testing.T) {
-	cs, err := AckFreqConfigs([]string{"lossy"}, []string{"10", "10@25ms", "adaptive"})
+	cs, err := AckFreqConfigs([]string{"lossy"}, []string{"10", "10@25ms", "adaptive", "strict"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestAckFreqDelayMode(t *testing.T) {
 	for _, c := range cs {
 		names = append(names, c.Name)
 	}
-	if want := []string{"lossy/1:10", "lossy/1:10@25ms", "lossy/adaptive"}; !slices.Equal(names, want) {
+	if want := []string{"lossy/1:10", "lossy/1:10@25ms", "lossy/adaptive", "lossy/strict"}; !slices.Equal(names, want) {
 		t.Fatalf("configs %v, want %v", names, want)
 	}
 	if cs[1].Knobs.AckDelay != 25*time.Millisecond || cs[0].Knobs.AckDelay != 0 {
@@ -33,6 +33,15 @@ func TestAckFreqDelayMode(t *testing.T) {
 	}
 	if args := quiverOwnArgs(cs[1].Knobs); !slices.Contains(args, "--ack-delay") || !slices.Contains(args, "25ms") {
 		t.Errorf("endpoint args %v lack --ack-delay 25ms", args)
+	}
+	if k := cs[3].Knobs; k.AckRatio != 2 || !k.StrictAcks || !slices.Contains(quiverOwnArgs(k), "--strict-acks") {
+		t.Errorf("strict: knobs %+v, args %v", k, quiverOwnArgs(k))
+	}
+	var scfg, ccfg quic.Config
+	QuiverEndpointConfig{AckRatio: 2, StrictAcks: true}.apply(&scfg, true)
+	QuiverEndpointConfig{AckRatio: 2, StrictAcks: true}.apply(&ccfg, false)
+	if scfg.StrictAcks || !ccfg.StrictAcks || ccfg.AckFrequency.Ratio != 0 || scfg.AckFrequency.Ratio != 0 {
+		t.Errorf("strict 1:2: server %v %+v, client %v %+v; want only the client strict and no policy", scfg.StrictAcks, scfg.AckFrequency, ccfg.StrictAcks, ccfg.AckFrequency)
 	}
 	for _, bad := range []string{"2@25ms", "adaptive@25ms", "10@", "10@-1ms", "10@soon"} {
 		if _, err := AckFreqConfigs([]string{"terrestrial"}, []string{bad}); err == nil {

@@ -210,6 +210,9 @@ type QuiverEndpointConfig struct {
 	// AckDelay, when positive, replaces the fixed ratios' Requested Max
 	// Ack Delay of smoothed RTT / 4 with this fixed value.
 	AckDelay time.Duration
+	// StrictAcks makes the client (the data receiver) acknowledge every
+	// two ack-eliciting packets, even within a burst.
+	StrictAcks bool
 	// SocketBuffer is quic.Config.SocketBuffer: 0 the engine's 8 MiB, -1
 	// the kernel's default.
 	SocketBuffer int
@@ -334,6 +337,7 @@ func (q QuiverEndpointConfig) apply(cfg *quic.Config, server bool) error {
 		return fmt.Errorf("congestion controller %q: want cubic or reno", q.CC)
 	}
 	cfg.SocketBuffer = q.SocketBuffer
+	cfg.StrictAcks = q.StrictAcks && !server
 	if q.AckRatio != 0 && q.AckRatio != 2 {
 		policy := q.AckPolicy
 		if policy == nil {

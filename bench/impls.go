@@ -41,6 +41,9 @@ type Knobs struct {
 	// AckDelay, when positive, is a fixed Requested Max Ack Delay for the
 	// fixed ratios (the study's 25 ms); 0 keeps smoothed RTT / 4.
 	AckDelay time.Duration `json:"ack_delay_ns,omitempty"`
+	// StrictAcks makes the bench's Quiver client acknowledge as RFC
+	// 9000's strict 1:2 receiver (quic.Config.StrictAcks).
+	StrictAcks bool `json:"strict_acks,omitempty"`
 }
 
 // Bins says where the endpoint programs are.
@@ -222,6 +225,9 @@ func quiverOwnArgs(k Knobs) []string {
 	}
 	if k.AckDelay > 0 {
 		args = append(args, "--ack-delay", k.AckDelay.String())
+	}
+	if k.StrictAcks {
+		args = append(args, "--strict-acks")
 	}
 	if k.KernelBuffers {
 		args = append(args, "--socket-buffer", "-1")

@@ -26,7 +26,7 @@ type ackGoodputRun struct {
 // sender policy is pol. The first small request completes the handshake
 // and gives the server an RTT sample (when a policy sends its
 // ACK_FREQUENCY frame); only the second download is counted and timed.
-func ackGoodputDownload(t *testing.T, l netem.Link, pol AckFrequencyPolicy, size int) ackGoodputRun {
+func ackGoodputDownload(t *testing.T, l netem.Link, pol AckFrequencyPolicy, size int, client ...func(*Config)) ackGoodputRun {
 	t.Helper()
 	var (
 		run      ackGoodputRun
@@ -68,6 +68,9 @@ func ackGoodputDownload(t *testing.T, l netem.Link, pol AckFrequencyPolicy, size
 		defer cep.Close()
 		go serveSized(t.Context(), sep)
 		ccfg := testClientConfig(t, "hq-interop")
+		for _, f := range client {
+			f(ccfg)
+		}
 		ccfg.Probe = &Probe{OnPacketSent: func(p PacketInfo) {
 			if !counting.Load() || p.Space != SpaceApplication {
 				return

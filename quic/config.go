@@ -100,6 +100,16 @@ type Config struct {
 	// and the TLS state is complete only once the handshake is.
 	Allow0RTT bool
 
+	// StrictAcks makes the receiver decide whether to acknowledge after
+	// every datagram, instead of after the burst one loop turn takes in.
+	// RFC 9000 §13.2.2 allows either ("A receiver MAY process multiple
+	// available packets before determining whether to send an ACK
+	// frame"); strict, a receiver without ACK_FREQUENCY sends one ACK per
+	// two ack-eliciting packets, RFC 9000's baseline, at the cost of a
+	// loop turn per datagram. For measurements (quiver bench ackfreq's
+	// "strict" ratio).
+	StrictAcks bool
+
 	// MinAckDelay is the min_ack_delay transport parameter of the ACK
 	// frequency extension (draft-ietf-quic-ack-frequency): advertising it
 	// lets the peer send ACK_FREQUENCY and IMMEDIATE_ACK. Default 1ms; a

@@ -214,8 +214,13 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		case <-c.recvq.wake:
 			now = time.Now()
 			// Take what has arrived, up to a batch, before sending, so
-			// that one ACK covers a burst.
-			for range recvBatch + 1 {
+			// that one ACK covers a burst; a strict receiver takes one
+			// datagram per turn (Config.StrictAcks).
+			batch := recvBatch + 1
+			if c.config.StrictAcks {
+				batch = 1
+			}
+			for range batch {
 				d := c.recvq.pop()
 				if d == nil {
 					break

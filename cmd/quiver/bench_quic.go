@@ -321,6 +321,7 @@ func benchQuiverServe(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
 	fs.DurationVar(&q.AckDelay, "ack-delay", 0, "")
+	fs.BoolVar(&q.StrictAcks, "strict-acks", false, "")
 	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
 	cipher := fs.String("cipher", "", "")
 	prof := fs.String("cpuprofile", "", "")
@@ -346,6 +347,7 @@ func benchQuiverGet(ctx context.Context, env *cmdEnv, args []string) error {
 	var q bench.QuiverEndpointConfig
 	fs.StringVar(&q.CC, "cc", "", "")
 	fs.DurationVar(&q.AckDelay, "ack-delay", 0, "")
+	fs.BoolVar(&q.StrictAcks, "strict-acks", false, "")
 	fs.IntVar(&q.AckRatio, "ack-ratio", 0, "")
 	fs.IntVar(&q.SocketBuffer, "socket-buffer", 0, "")
 	fs.BoolVar(&q.AckStats, "ack-stats", false, "")
@@ -375,7 +377,7 @@ func benchAckFreq(ctx context.Context, env *cmdEnv, args []string) error {
 	c.register(fs, "quiver", 3)
 	size := fs.String("size", "10MB", "file `size` per transfer")
 	paths := fs.String("paths", strings.Join(bench.PathNames, ","), "emulated `paths`: "+strings.Join(bench.PathNames, ", "))
-	ratios := fs.String("ratios", bench.DefaultRatios, "ACK `ratios` (ack-eliciting packets per ACK; 2 is RFC 9000's default) and adaptive")
+	ratios := fs.String("ratios", bench.DefaultRatios, "ACK `ratios` (ack-eliciting packets per ACK; 2 is RFC 9000's default), adaptive, strict (1:2 with a receiver that acknowledges every two packets even within a burst), N@DELAY (a fixed Requested Max Ack Delay, e.g. 10@25ms)")
 	if help, err := parseSub(env, fs, "quiver bench ackfreq [flags]", args); help || err != nil {
 		return err
 	}
