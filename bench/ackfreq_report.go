@@ -74,14 +74,19 @@ func spreadCell(st Stat) string {
 	return fmt.Sprintf("%.1f (%.1f–%.1f, ±%.0f %%)", st.Median, st.Min, st.Max, st.Spread/2)
 }
 
-// WriteAckFreqReport writes the ACK frequency tables of stored ackfreq
-// results: per run file, every cell with its spread, and the fixed 25 ms
-// delay beside RTT/4 for each path and ratio measured both ways. Every
-// table names the file and the command that produced it.
+// WriteAckFreqReport writes the tables of stored results: for ackfreq, per
+// run file, every cell with its spread, and the fixed 25 ms delay beside
+// RTT/4 for each path and ratio measured both ways; for goodput, the pair
+// matrix (servers × clients). Every table names the file and the command
+// that produced it.
 func WriteAckFreqReport(w io.Writer, results []StoredResult) error {
 	for _, r := range results {
+		if r.Kind == "goodput" {
+			writePairMatrix(w, r)
+			continue
+		}
 		if r.Kind != "ackfreq" {
-			return fmt.Errorf("%s: a %q result, not ackfreq", r.File, r.Kind)
+			return fmt.Errorf("%s: a %q result, neither ackfreq nor goodput", r.File, r.Kind)
 		}
 		runs := 0
 		for _, s := range r.Summaries {
@@ -177,4 +182,54 @@ func ReplaceReport(doc, report []byte) ([]byte, error) {
 	b.WriteString("\n\n")
 	b.Write(doc[j:])
 	return b.Bytes(), nil
+}
+
+// writePairMatrix writes a goodput result as a matrix of servers (rows)
+// and clients (columns), each cell the median with ± half the spread, and
+// per server the ratio of its best to its worst client: the pairing
+// effect, to be read against the spreads.
+func writePairMatrix(w io.Writer, r StoredResult) {
+	var servers, clients []string
+	for _, p := range r.Options.Pairs {
+		if !slices.Contains(servers, p.Server) {
+			servers = append(servers, p.Server)
+		}
+		if !slices.Contains(clients, p.Client) {
+			clients = append(clients, p.Client)
+		}
+	}
+	runs := 0
+	for _, s := range r.Summaries {
+		runs = max(runs, s.Rate.N+s.Failed)
+	}
+	fmt.Fprintf(w, "### Run `%s`\n\n", filepath.Base(filepath.Dir(r.File))+"/"+filepath.Base(r.File))
+	fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per pair, alternating. Goodput Mbit/s, median (± half the spread); rows are servers, columns clients; – not run (no shared protocol, or not installed).\n\n",
+		r.Command, r.Started.Format("2006-01-02 15:04 UTC"), r.Host, runs)
+	fmt.Fprintf(w, "| server \\ client | %s | best / worst client |\n|---|", strings.Join(clients, " | "))
+	for range clients {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w, "---|")
+	for _, srv := range servers {
+		fmt.Fprintf(w, "| %s |", srv)
+		lo, hi := 0.0, 0.0
+		for _, cli := range clients {
+			i := slices.IndexFunc(r.Summaries, func(s Summary) bool { return s.Server == srv && s.Client == cli })
+			if i < 0 || r.Summaries[i].Rate.N == 0 {
+				fmt.Fprint(w, " – |")
+				continue
+			}
+			st := r.Summaries[i].Rate
+			fmt.Fprintf(w, " %.0f (±%.0f %%) |", st.Median, st.Spread/2)
+			if lo == 0 || st.Median < lo {
+				lo = st.Median
+			}
+			hi = max(hi, st.Median)
+		}
+		if lo > 0 {
+			fmt.Fprintf(w, " %.2f× |\n", hi/lo)
+		} else {
+			fmt.Fprintln(w, " – |")
+		}
+	}
 }

@@ -68,8 +68,36 @@ func TestAckFreqReport(t *testing.T) {
 	if _, err := ReplaceReport([]byte("# no markers\n"), out.Bytes()); err == nil {
 		t.Error("a document without markers was accepted")
 	}
-	res.Kind = "goodput"
+	res.Kind = "sweep"
 	if err := WriteAckFreqReport(&out, []StoredResult{{File: file, Result: res}}); err == nil {
-		t.Error("a goodput result was reported as ACK frequency")
+		t.Error("a sweep result was reported as ACK frequency")
+	}
+}
+
+// TestPairMatrixReport checks the goodput matrix: servers as rows, clients
+// as columns, a dash for a pair not run, and the best/worst client ratio.
+func TestPairMatrixReport(t *testing.T) {
+	pairs := []Pair{{"quiver", "quiver"}, {"quiver", "quic-go"}, {"quic-go", "quiver"}, {"quic-go", "quic-go"}}
+	res := &Result{Kind: "goodput", Command: "quiver bench goodput --pairs ...", Options: Options{Pairs: pairs}}
+	for i, p := range pairs {
+		for _, m := range []float64{100, 200} {
+			res.Runs = append(res.Runs, Run{Config: "default", Pair: p, Bytes: 1e8, GoodputMbps: m * float64(i+1)})
+		}
+	}
+	res.Runs[6].Err = "failed" // quic-go<-quic-go keeps one run
+	res.Runs[7].Err = "failed" // and then none
+	res.Summaries = summarize(res)
+	var out bytes.Buffer
+	if err := WriteAckFreqReport(&out, []StoredResult{{File: "x/goodput.json", Result: res}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| server \\ client | quiver | quic-go | best / worst client |",
+		"| quiver | 150 (±33 %) | 300 (±33 %) | 2.00× |",
+		"| quic-go | 450 (±33 %) | – | 1.00× |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("matrix lacks %q:\n%s", want, out.String())
+		}
 	}
 }
