@@ -41,7 +41,8 @@ func TestAckFreqDelayMode(t *testing.T) {
 	QuiverEndpointConfig{AckRatio: 2, StrictAcks: true}.apply(&scfg, true)
 	QuiverEndpointConfig{AckRatio: 2, StrictAcks: true}.apply(&ccfg, false)
 	if scfg.StrictAcks || !ccfg.StrictAcks || ccfg.AckFrequency.Ratio != 0 || scfg.AckFrequency.Ratio != 0 {
-		t.Errorf("strict 1:2: server %v %+v, client %v %+v; want only the client strict and no policy", scfg.StrictAcks, scfg.AckFrequency, ccfg.StrictAcks, ccfg.AckFrequency)
+		t.Errorf("strict 1:2: server %v %+v, client %v %+v; want only the client strict and no policy",
+			scfg.StrictAcks, scfg.AckFrequency, ccfg.StrictAcks, ccfg.AckFrequency)
 	}
 	for _, bad := range []string{"2@25ms", "adaptive@25ms", "10@", "10@-1ms", "10@soon"} {
 		if _, err := AckFreqConfigs([]string{"terrestrial"}, []string{bad}); err == nil {

@@ -95,7 +95,8 @@ func WriteAckFreqReport(w io.Writer, results []StoredResult) error {
 		fmt.Fprintf(w, "### Run `%s`\n\n", filepath.Base(filepath.Dir(r.File))+"/"+filepath.Base(r.File))
 		fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per cell, alternating. Goodput: median (min–max, ± half the spread).\n\n",
 			r.Command, r.Started.Format("2006-01-02 15:04 UTC"), r.Host, runs)
-		fmt.Fprintln(w, "| path | ratio | runs ok | goodput Mbit/s | vs 1:2 | data packets | ACK packets | data per ACK | fewer ACKs than RFC 9000 1:2 (expected N/2) | fewer ACKs than strict 1:2 | CPU s/GB server + client |")
+		fmt.Fprintln(w, "| path | ratio | runs ok | goodput Mbit/s | vs 1:2 | data packets | ACK packets | data per ACK |"+
+			" fewer ACKs than RFC 9000 1:2 (expected N/2) | fewer ACKs than strict 1:2 | CPU s/GB server + client |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, s := range r.Summaries {
 			path, n, _ := ratioOf(s.Config)
@@ -203,7 +204,8 @@ func writePairMatrix(w io.Writer, r StoredResult) {
 		runs = max(runs, s.Rate.N+s.Failed)
 	}
 	fmt.Fprintf(w, "### Run `%s`\n\n", filepath.Base(filepath.Dir(r.File))+"/"+filepath.Base(r.File))
-	fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per pair, alternating. Goodput Mbit/s, median (± half the spread); rows are servers, columns clients; – not run (no shared protocol, or not installed).\n\n",
+	fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per pair, alternating. Goodput Mbit/s, median (± half the spread); "+
+		"rows are servers, columns clients; – not run (no shared protocol, or not installed).\n\n",
 		r.Command, r.Started.Format("2006-01-02 15:04 UTC"), r.Host, runs)
 	fmt.Fprintf(w, "| server \\ client | %s | best / worst client |\n|---|", strings.Join(clients, " | "))
 	for range clients {

@@ -89,7 +89,8 @@ func judgeAckFrequencyFrames(c *Cell, cn *analyze.Conn, clientMin time.Duration)
 		ratio = float64(w.elicit) / float64(w.acks)
 	}
 	c.add("ack-ratio", Base, w.acks > 0 && ratio >= afMinRatio,
-		"after the client acknowledged ACK_FREQUENCY (packet %d) until the last STREAM frame: %d ack-eliciting server packets per %d client ACK frames (ratio %.1f, want %d+)",
+		"after the client acknowledged ACK_FREQUENCY (packet %d) until the last STREAM frame: "+
+			"%d ack-eliciting server packets per %d client ACK frames (ratio %.1f, want %d+)",
 		first.PN, w.elicit, w.acks, ratio, afMinRatio)
 }
 

@@ -377,7 +377,8 @@ func benchAckFreq(ctx context.Context, env *cmdEnv, args []string) error {
 	c.register(fs, "quiver", 3)
 	size := fs.String("size", "10MB", "file `size` per transfer")
 	paths := fs.String("paths", strings.Join(bench.PathNames, ","), "emulated `paths`: "+strings.Join(bench.PathNames, ", "))
-	ratios := fs.String("ratios", bench.DefaultRatios, "ACK `ratios` (ack-eliciting packets per ACK; 2 is RFC 9000's default), adaptive, strict (1:2 with a receiver that acknowledges every two packets even within a burst), N@DELAY (a fixed Requested Max Ack Delay, e.g. 10@25ms)")
+	ratios := fs.String("ratios", bench.DefaultRatios, "ACK `ratios` (ack-eliciting packets per ACK; 2 is RFC 9000's default), adaptive, "+
+		"strict (1:2 with a receiver that acknowledges every two packets even within a burst), N@DELAY (a fixed Requested Max Ack Delay, e.g. 10@25ms)")
 	if help, err := parseSub(env, fs, "quiver bench ackfreq [flags]", args); help || err != nil {
 		return err
 	}

@@ -15,7 +15,8 @@ import (
 // between its report markers.
 func benchReport(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("quiver bench report", flag.ContinueOnError)
-	doc := fs.String("doc", "", "Markdown `file` whose generated section (between the report markers) is rewritten; default: print the tables (ackfreq.json: every cell and 25 ms against RTT/4; goodput.json: the pair matrix)")
+	doc := fs.String("doc", "", "Markdown `file` whose generated section (between the report markers) is rewritten; "+
+		"default: print the tables (ackfreq.json: every cell and 25 ms against RTT/4; goodput.json: the pair matrix)")
 	fs.SetOutput(env.stderr)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
