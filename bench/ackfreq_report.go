@@ -2,12 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,13 +26,24 @@ type StoredResult struct {
 	*Result
 }
 
-// ReadResults reads stored result files (ackfreq.json and the like).
+// ReadResults reads stored result files (ackfreq.json and the like, also
+// gzipped: name.json.gz).
 func ReadResults(files []string) ([]StoredResult, error) {
 	var out []StoredResult
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
+		}
+		if strings.HasSuffix(f, ".gz") {
+			// Stored runs are kept gzipped in the repository.
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if b, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
 		}
 		var r Result
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -92,7 +103,7 @@ func WriteAckFreqReport(w io.Writer, results []StoredResult) error {
 		for _, s := range r.Summaries {
 			runs = max(runs, s.Rate.N+s.Failed)
 		}
-		fmt.Fprintf(w, "### Run `%s`\n\n", filepath.Base(filepath.Dir(r.File))+"/"+filepath.Base(r.File))
+		fmt.Fprintf(w, "### Run `%s`\n\n", r.File)
 		fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per cell, alternating. Goodput: median (min–max, ± half the spread).\n\n",
 			r.Command, r.Started.Format("2006-01-02 15:04 UTC"), r.Host, runs)
 		fmt.Fprintln(w, "| path | ratio | runs ok | goodput Mbit/s | vs 1:2 | data packets | ACK packets | data per ACK |"+
@@ -203,7 +214,7 @@ func writePairMatrix(w io.Writer, r StoredResult) {
 	for _, s := range r.Summaries {
 		runs = max(runs, s.Rate.N+s.Failed)
 	}
-	fmt.Fprintf(w, "### Run `%s`\n\n", filepath.Base(filepath.Dir(r.File))+"/"+filepath.Base(r.File))
+	fmt.Fprintf(w, "### Run `%s`\n\n", r.File)
 	fmt.Fprintf(w, "`%s` — started %s on %s; %d runs per pair, alternating. Goodput Mbit/s, median (± half the spread); "+
 		"rows are servers, columns clients; – not run (no shared protocol, or not installed).\n\n",
 		r.Command, r.Started.Format("2006-01-02 15:04 UTC"), r.Host, runs)

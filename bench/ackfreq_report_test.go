@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -36,9 +37,20 @@ func TestAckFreqReport(t *testing.T) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	if err := os.WriteFile(file+".gz", gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	stored, err := ReadResults([]string{file})
 	if err != nil {
 		t.Fatal(err)
+	}
+	zipped, err := ReadResults([]string{file + ".gz"})
+	if err != nil || len(zipped[0].Runs) != len(res.Runs) {
+		t.Fatalf("gzipped result: %v", err)
 	}
 	var out bytes.Buffer
 	if err := WriteAckFreqReport(&out, stored); err != nil {
