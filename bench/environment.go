@@ -30,6 +30,7 @@ type environment struct {
 	rmemSet              int
 	netns                bool
 	rate                 int64 // tbf rate in force on the veth pair; -1 none yet
+	nic                  nicState
 }
 
 func newEnvironment(ctx context.Context, cs []cell) (*environment, error) {
@@ -61,6 +62,11 @@ func (e *environment) apply(cfg Config) error {
 			return err
 		}
 		e.rmemSet = want
+	}
+	if cfg.Topology == "veth" {
+		if err := e.nic.apply(cfg.MTU, cfg.Offload); err != nil {
+			return err
+		}
 	}
 	if cfg.Topology == "veth" && cfg.Rate != e.rate {
 		if err := shape(cfg.Rate); err != nil {

@@ -81,6 +81,10 @@ type Config struct {
 	Topology string        `json:"topology,omitempty"`
 	Rate     int64         `json:"rate_bps,omitempty"`
 	Path     *EmulatedPath `json:"path,omitempty"`
+	// MTU and Offload set the veth pair's MTU (0: 1,500) and interface
+	// offloads (an OffloadSets name; "": the veth default).
+	MTU     int    `json:"mtu,omitempty"`
+	Offload string `json:"offload,omitempty"`
 }
 
 // Options is what a goodput or handshake measurement runs.

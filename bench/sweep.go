@@ -21,10 +21,12 @@ var SweepParams = map[string]string{
 	"ack":      "2,4,10,adaptive",
 	"rate":     "1,5,10",
 	"topology": "loopback,veth",
+	"mtu":      "1500,9000",
+	"offload":  "default,all,none,no-tso,no-gso,gro,no-csum",
 }
 
 // SweepParamNames lists the parameters in the order help shows them.
-var SweepParamNames = []string{"rcvbuf", "gso", "gro", "cipher", "cc", "ack", "rate", "topology"}
+var SweepParamNames = []string{"rcvbuf", "gso", "gro", "cipher", "cc", "ack", "rate", "topology", "mtu", "offload"}
 
 // SweepConfigs turns a parameter and its values into configurations, all
 // on topology ("loopback" or "veth") unless the parameter is the topology
@@ -99,8 +101,12 @@ func SweepConfigs(param string, values []string, topology string) ([]Config, err
 				return nil, fmt.Errorf("topology %q: want loopback or veth", v)
 			}
 			c.Name, c.Topology = v, v
+		case "mtu", "offload":
+			if err := nicConfig(&c, param, v); err != nil {
+				return nil, err
+			}
 		}
-		if c.Topology == "veth" && param != "rate" && param != "topology" {
+		if c.Topology == "veth" && param != "rate" && param != "topology" && param != "mtu" && param != "offload" {
 			c.Name += "/veth"
 		}
 		out = append(out, c)
