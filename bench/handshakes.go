@@ -22,6 +22,7 @@ func runHandshakes(ctx context.Context, o *Options, ws *workspace, env *environm
 	}
 	defer cleanup()
 	spec, err := c.cli.hsClient(s, o.Handshakes, max(o.Parallel, 1))
+	spec = pinned(spec, c.cfg.Pin, "client")
 	if err != nil {
 		srv.stop()
 		r.Err = err.Error()

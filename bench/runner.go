@@ -85,6 +85,8 @@ type Config struct {
 	// offloads (an OffloadSets name; "": the veth default).
 	MTU     int    `json:"mtu,omitempty"`
 	Offload string `json:"offload,omitempty"`
+	// Pin places the endpoints on CPUs (a PinModes name; "": unpinned).
+	Pin string `json:"pin,omitempty"`
 }
 
 // Options is what a goodput or handshake measurement runs.
@@ -449,6 +451,7 @@ func startServer(ctx context.Context, c *cell, s *site) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec = pinned(spec, c.cfg.Pin, "server")
 	p, err := start(spec)
 	if err != nil {
 		return nil, err
@@ -507,6 +510,7 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 		}
 	}
 	spec, err := c.cli.client(s)
+	spec = pinned(spec, c.cfg.Pin, "client")
 	if err != nil {
 		srv.stop()
 		if stopRelay != nil {

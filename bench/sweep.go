@@ -23,10 +23,11 @@ var SweepParams = map[string]string{
 	"topology": "loopback,veth",
 	"mtu":      "1500,9000",
 	"offload":  "default,all,none,no-tso,no-gso,gro,no-csum",
+	"pin":      "none,same,different",
 }
 
 // SweepParamNames lists the parameters in the order help shows them.
-var SweepParamNames = []string{"rcvbuf", "gso", "gro", "cipher", "cc", "ack", "rate", "topology", "mtu", "offload"}
+var SweepParamNames = []string{"rcvbuf", "gso", "gro", "cipher", "cc", "ack", "rate", "topology", "mtu", "offload", "pin"}
 
 // SweepConfigs turns a parameter and its values into configurations, all
 // on topology ("loopback" or "veth") unless the parameter is the topology
@@ -103,6 +104,10 @@ func SweepConfigs(param string, values []string, topology string) ([]Config, err
 			c.Name, c.Topology = v, v
 		case "mtu", "offload":
 			if err := nicConfig(&c, param, v); err != nil {
+				return nil, err
+			}
+		case "pin":
+			if err := pinConfig(&c, v); err != nil {
 				return nil, err
 			}
 		}
