@@ -22,7 +22,7 @@ var SweepParams = map[string]string{
 	"rate":     "1,5,10",
 	"topology": "loopback,veth",
 	"mtu":      "1500,9000",
-	"offload":  "default,all,none,no-tso,no-gso,gro,no-csum",
+	"offload":  "default,all,none,no-tso,no-gso,no-csum",
 	"pin":      "none,same,different",
 }
 

@@ -18,13 +18,12 @@ var OffloadSets = map[string][]string{
 	"none":    {"tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"},
 	"no-tso":  {"tso", "off", "gso", "on", "gro", "off", "tx", "on", "rx", "on"},
 	"no-gso":  {"tso", "off", "gso", "off", "gro", "off", "tx", "on", "rx", "on"},
-	"gro":     {"tso", "on", "gso", "on", "gro", "on", "tx", "on", "rx", "on"},
 	// Without transmit checksum offload the kernel turns TSO off too.
 	"no-csum": {"tso", "off", "gso", "on", "gro", "off", "tx", "off", "rx", "off"},
 }
 
 // OffloadNames lists the offload sets in the order a sweep runs them.
-var OffloadNames = []string{"default", "all", "none", "no-tso", "no-gso", "gro", "no-csum"}
+var OffloadNames = []string{"default", "all", "none", "no-tso", "no-gso", "no-csum"}
 
 // nicState is the MTU and offload set in force on the veth pair, so that
 // a configuration change touches the interfaces only when needed.

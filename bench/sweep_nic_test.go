@@ -56,7 +56,7 @@ func TestNICApply(t *testing.T) {
 		want    []string
 	}{
 		{9000, "none", []string{"mtu 9000", "generic-segmentation-offload: off", "tcp-segmentation-offload: off"}},
-		{1500, "gro", []string{"mtu 1500", "generic-receive-offload: on", "generic-segmentation-offload: on"}},
+		{1500, "all", []string{"mtu 1500", "generic-receive-offload: on", "generic-segmentation-offload: on"}},
 		{0, "", []string{"mtu 1500", "generic-receive-offload: off", "generic-segmentation-offload: on"}},
 	} {
 		if err := e.apply(Config{Topology: "veth", MTU: x.mtu, Offload: x.offload}); err != nil {

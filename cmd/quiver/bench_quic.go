@@ -200,7 +200,7 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 	var c commonFlags
 	c.register(fs, "quiver,quic-go,ngtcp2,tcp", 3)
 	size := fs.String("size", "100MB", "file `size`")
-	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, root; drops from the kernel's UDP RcvbufErrors), gso, gro, cipher (aes128, aes256, chacha20, aes128-noaesni), cc, ack (ACK ratios, Quiver only), rate (Gbit/s on a tbf-shaped veth pair, root), topology, mtu (bytes, on the veth pair, root), offload (ethtool -K sets on the veth pair: default, all, none, no-tso, no-gso, gro, no-csum; root)")
+	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, root; drops from the kernel's UDP RcvbufErrors), gso, gro, cipher (aes128, aes256, chacha20, aes128-noaesni), cc, ack (ACK ratios, Quiver only), rate (Gbit/s on a tbf-shaped veth pair, root), topology, mtu (bytes, on the veth pair, root), offload (ethtool -K sets on the veth pair: default, all, none, no-tso, no-gso, no-csum; root)")
 	values := fs.String("values", "", "comma-separated `values` (default: every value of the parameter)")
 	topo := fs.String("topology", "loopback", "`topology` for parameters other than rate: loopback or veth (namespace pair 198.18.0.1/2, root)")
 	if help, err := parseSub(env, fs, "quiver bench sweep [flags]", args); help || err != nil {
