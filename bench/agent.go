@@ -255,7 +255,7 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	if err != nil {
 		return nil, err
 	}
-	pid := p.cmd.Process.Pid
+	pid := p.p.Pid()
 	*pidOut = pid
 	a.logf("%s %s started: pid %d: %s", job.Role, im.name, pid, spec)
 	if a.OnStart != nil {
@@ -273,13 +273,13 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	if err := emit(&AgentEvent{Started: &AgentStarted{PID: pid, Port: s.port, Command: spec.String()}}); err != nil {
 		return nil, err
 	}
-	go sampleCPU(pid, begin, p.done, emit)
+	go sampleCPU(pid, begin, p.p.Done(), emit)
 	d := &AgentDone{}
 	var runErr error
 	if job.Role == "server" {
 		select {
 		case <-stop:
-		case <-p.done:
+		case <-p.p.Done():
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -27,9 +27,10 @@ func quicBenchCommands() []*command {
 	return []*command{
 		sub("goodput", "goodput and CPU per GB of implementation pairs", "quiver bench goodput --impls quiver,quic-go,tcp --size 100MB", false, benchGoodput),
 		sub("handshakes", "full handshakes per second", "quiver bench handshakes --impls quiver,quic-go,tcp --n 500", false, benchHandshakes),
-		sub("sweep", "a parameter sweep (rcvbuf, gso, gro, cipher, cc, ack, rate, topology)", "quiver bench sweep --param rcvbuf", false, benchSweep),
+		sub("sweep", "a parameter sweep (rcvbuf, gso, gro, cipher, cc, ack, rate, topology, mtu, offload, pin)", "quiver bench sweep --param rcvbuf", false, benchSweep),
 		sub("ackfreq", "ACK ratios over emulated paths", "quiver bench ackfreq --paths terrestrial --ratios 2,10", false, benchAckFreq),
-		sub("report", "the ACK-frequency tables and the pair matrix from stored runs", "quiver bench report --doc docs/ack-frequency-results.md docs/runs/ackfreq-20261204.json.gz", false, benchReport),
+		sub("report", "the ACK-frequency tables and the pair matrix from stored runs",
+			"quiver bench report --doc docs/ack-frequency-results.md docs/runs/ackfreq-20261204.json.gz", false, benchReport),
 		sub("tls-serve", "", "", true, benchTLSServe),
 		sub("tls-get", "", "", true, benchTLSGet),
 		sub("hs-client", "", "", true, benchHSClient),
