@@ -27,7 +27,8 @@ func quicBenchCommands() []*command {
 	return []*command{
 		sub("goodput", "goodput and CPU per GB of implementation pairs", "quiver bench goodput --impls quiver,quic-go,tcp --size 100MB", false, benchGoodput),
 		sub("handshakes", "full handshakes per second", "quiver bench handshakes --impls quiver,quic-go,tcp --n 500", false, benchHandshakes),
-		sub("sweep", "a parameter sweep (rcvbuf, gso, gro, cipher, cc, ack, rate, topology, mtu, offload, pin)", "quiver bench sweep --param rcvbuf", false, benchSweep),
+		sub("sweep", "a parameter sweep (rcvbuf, gso, gro, cipher, cc, ack, rate, topology, mtu, offload, pin)",
+			"quiver bench sweep --param rcvbuf", false, benchSweep),
 		sub("ackfreq", "ACK ratios over emulated paths", "quiver bench ackfreq --paths terrestrial --ratios 2,10", false, benchAckFreq),
 		sub("report", "the ACK-frequency tables and the pair matrix from stored runs",
 			"quiver bench report --doc docs/ack-frequency-results.md docs/runs/ackfreq-20261204.json.gz", false, benchReport),
@@ -201,7 +202,11 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 	var c commonFlags
 	c.register(fs, "quiver,quic-go,ngtcp2,tcp", 3)
 	size := fs.String("size", "100MB", "file `size`")
-	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, root; drops from the kernel's UDP RcvbufErrors), gso, gro, cipher (aes128, aes256, chacha20, aes128-noaesni), cc, ack (ACK ratios, Quiver only), rate (Gbit/s on a tbf-shaped veth pair, root), topology, mtu (bytes, on the veth pair, root), offload (ethtool -K sets on the veth pair: default, all, none, no-tso, no-gso, no-csum; root)")
+	param := fs.String("param", "rcvbuf", "`parameter` to sweep: rcvbuf (× 212,992 B, sets net.core.rmem_default and rmem_max, "+
+		"root; drops from the kernel's UDP RcvbufErrors), gso, gro, cipher (aes128, aes256, chacha20, aes128-noaesni), "+
+		"cc, ack (ACK ratios, Quiver only), rate (Gbit/s on a tbf-shaped veth pair, root), topology, mtu (bytes, "+
+		"on the veth pair, root), offload (ethtool -K sets on the veth pair: default, all, none, no-tso, no-gso, "+
+		"no-csum; root), pin (none, same, sibling, different CPUs)")
 	values := fs.String("values", "", "comma-separated `values` (default: every value of the parameter)")
 	topo := fs.String("topology", "loopback", "`topology` for parameters other than rate: loopback or veth (namespace pair 198.18.0.1/2, root)")
 	if help, err := parseSub(env, fs, "quiver bench sweep [flags]", args); help || err != nil {
