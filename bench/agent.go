@@ -150,6 +150,9 @@ func (a *Agent) workspace(size int64) (*workspace, error) {
 	if w := a.ws[size]; w != nil {
 		return w, nil
 	}
+	if len(a.ws) >= maxAgentWorkspaces {
+		return nil, fmt.Errorf("the agent already holds files of %d sizes; restart it for another", len(a.ws))
+	}
 	w, err := newWorkspace(&Options{Size: size, Dir: filepath.Join(a.Dir, "ws-"+strconv.FormatInt(size, 10))})
 	if err != nil {
 		return nil, err
@@ -159,6 +162,36 @@ func (a *Agent) workspace(size int64) (*workspace, error) {
 	}
 	a.ws[size] = w
 	return w, nil
+}
+
+// Bounds on what a controller may ask: the file a server writes into the
+// agent's folder, the distinct file sizes kept at once, and a handshake
+// client's size.
+const (
+	maxAgentFile       = 16 << 30
+	maxAgentWorkspaces = 4
+	maxAgentHandshakes = 10_000_000
+	maxAgentParallel   = 10_000
+)
+
+// validate refuses a job the agent will not run, before anything starts.
+func (j *AgentJob) validate() error {
+	switch {
+	case j.Role != "server" && j.Role != "client":
+		return fmt.Errorf("role %q: want server or client", j.Role)
+	case j.Kind != "goodput" && j.Kind != "handshakes":
+		return fmt.Errorf("kind %q: want goodput or handshakes", j.Kind)
+	case j.Size < 0 || j.Size > maxAgentFile:
+		return fmt.Errorf("file size %d: want 0 to %d bytes", j.Size, int64(maxAgentFile))
+	case j.Handshakes < 0 || j.Handshakes > maxAgentHandshakes || j.Parallel < 0 || j.Parallel > maxAgentParallel:
+		return fmt.Errorf("%d handshakes, %d in parallel: want at most %d and %d", j.Handshakes, j.Parallel, maxAgentHandshakes, maxAgentParallel)
+	case j.Port < 0 || j.Port > 65535:
+		return fmt.Errorf("port %d", j.Port)
+	}
+	if _, err := lookupImpl(j.Impl); err != nil {
+		return err
+	}
+	return nil
 }
 
 // endpoint runs one endpoint for the stream's lifetime.
@@ -171,6 +204,9 @@ func (a *Agent) endpoint(ctx context.Context, recv func() (*AgentRequest, error)
 		return rpc.Errorf(rpc.InvalidArgument, "the first message must start an endpoint")
 	}
 	job := first.Start
+	if err := job.validate(); err != nil {
+		return rpc.Errorf(rpc.InvalidArgument, "%v", err)
+	}
 	var sendMu sync.Mutex
 	emit := func(e *AgentEvent) error {
 		sendMu.Lock()

@@ -194,17 +194,32 @@ func TestAgentRefusesWrongKey(t *testing.T) {
 func TestAgentControllerKilled(t *testing.T) {
 	keys := agentKeys(t)
 	ta := startTestAgent(t, keys)
-	ctl := exec.Command(testBins.Quiver, "bench", "handshakes", "--impls", "quiver", "--n", "100000000", "--runs", "1",
+	ctl := exec.Command(testBins.Quiver, "bench", "handshakes", "--impls", "quiver", "--n", "5000000", "--runs", "1",
 		"--agent-keys", keys, "--server-agent", ta.addr, "--client-agent", ta.addr, "--out", t.TempDir())
 	ctl.Env = append(os.Environ(), "QUIVER_BIN="+testBins.Peers)
+	var out strings.Builder
+	ctl.Stdout, ctl.Stderr = &out, &out
 	if err := ctl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pids := []int{<-ta.started, <-ta.started} // server, then client
+	exited := make(chan struct{})
+	go func() {
+		ctl.Wait()
+		close(exited)
+	}()
+	var pids []int
+	for len(pids) < 2 { // server, then client
+		select {
+		case pid := <-ta.started:
+			pids = append(pids, pid)
+		case <-exited:
+			t.Fatalf("the controller ended before both endpoints ran:\n%s", out.String())
+		}
+	}
 	if err := ctl.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	ctl.Wait()
+	<-exited
 	ended := []int{<-ta.ended, <-ta.ended}
 	slices.Sort(pids)
 	slices.Sort(ended)
@@ -317,5 +332,38 @@ func TestAgentsNamespaces(t *testing.T) {
 		}
 		t.Logf("%s across the veth pair: %s %.1f / %s %.1f", kind, res.Runs[0].Pair, res.Runs[0].GoodputMbps+res.Runs[0].HandshakesS,
 			res.Runs[1].Pair, res.Runs[1].GoodputMbps+res.Runs[1].HandshakesS)
+	}
+}
+
+// TestAgentRefusesBadJobs checks that an authenticated controller still
+// cannot make the agent run anything but a bounded benchmark endpoint.
+func TestAgentRefusesBadJobs(t *testing.T) {
+	keys := agentKeys(t)
+	ta := startTestAgent(t, keys)
+	c := dialTestAgent(t, ta.addr, keys)
+	good := AgentJob{Role: "server", Kind: "goodput", Impl: "quiver", Host: "127.0.0.1", ALPN: "hq-interop", Size: 1000}
+	for _, x := range []struct {
+		name string
+		edit func(j *AgentJob)
+	}{
+		{"role", func(j *AgentJob) { j.Role = "shell" }},
+		{"kind", func(j *AgentJob) { j.Kind = "exec" }},
+		{"impl", func(j *AgentJob) { j.Impl = "/bin/sh" }},
+		{"huge-file", func(j *AgentJob) { j.Size = 1 << 40 }},
+		{"negative-file", func(j *AgentJob) { j.Size = -1 }},
+		{"handshakes", func(j *AgentJob) { j.Handshakes = 1 << 40 }},
+		{"port", func(j *AgentJob) { j.Port = 70000 }},
+	} {
+		j := good
+		x.edit(&j)
+		if e, err := c.Start(t.Context(), j); err == nil {
+			e.Close()
+			t.Errorf("%s: job %+v accepted", x.name, j)
+		}
+	}
+	select {
+	case pid := <-ta.started:
+		t.Fatalf("an endpoint (pid %d) started for a refused job", pid)
+	default:
 	}
 }
