@@ -16,9 +16,12 @@ type ackState struct {
 	scratch  []recovery.AckRange
 }
 
-func (a *ackState) init(space spaceID, maxAckDelay time.Duration) {
+func (a *ackState) init(space spaceID, cfg *Config) {
 	a.space = space
-	a.t = recovery.NewAckTracker(recovery.Space(space), maxAckDelay)
+	a.t = recovery.NewAckTracker(recovery.Space(space), cfg.maxAckDelay())
+	if cfg.AckEveryPackets > 0 {
+		a.t.SetAckEvery(cfg.AckEveryPackets)
+	}
 }
 
 // isDuplicate reports whether pn was already received (or is too old to

@@ -226,6 +226,63 @@ type Config struct {
 	// own list.
 	TLS13Suites []uint16
 
+	// The switches below make choices that the RFCs leave to each
+	// implementation (or recommend without requiring) the other way from
+	// the engine's default, so that the conformance suite can be run
+	// against every such choice (conformance/variants). Each names the RFC
+	// text that permits it. The zero value keeps the default.
+
+	// PadWithZeros expands datagrams that must reach 1200 bytes with zero
+	// bytes after the last packet, when that packet has a long header,
+	// instead of PADDING frames inside it. RFC 9000 §14.1: a client
+	// expands them "by adding PADDING frames to the Initial packet or by
+	// coalescing the Initial packet ... Initial packets can even be
+	// coalesced with invalid packets, which a receiver will discard."
+	PadWithZeros bool
+	// DisableBlockedFrames stops DATA_BLOCKED, STREAM_DATA_BLOCKED and
+	// STREAMS_BLOCKED frames. RFC 9000 §4.1: "A sender SHOULD send a
+	// STREAM_DATA_BLOCKED or DATA_BLOCKED frame to indicate to the
+	// receiver that it has data to write but is blocked by flow control
+	// limits" (a SHOULD: an endpoint without them is compliant, and a
+	// scenario that checks for them is right to warn).
+	DisableBlockedFrames bool
+	// CloseAboveInitial sends CONNECTION_CLOSE, once Handshake keys are
+	// there, only in Handshake and 1-RTT packets (1-RTT as soon as its
+	// write keys are), not in an Initial packet. RFC 9000 §10.2.3:
+	// "Generally, this means sending the frame in a packet with the
+	// highest level of packet protection" and "Prior to confirming the
+	// handshake, a peer might be unable to process 1-RTT packets, so an
+	// endpoint SHOULD send a CONNECTION_CLOSE frame in both Handshake and
+	// 1-RTT packets." (A server leaving out the Initial copy departs from
+	// "A server SHOULD also send a CONNECTION_CLOSE frame in an Initial
+	// packet".)
+	CloseAboveInitial bool
+	// DiscardEarly1RTT drops 1-RTT packets that arrive before the
+	// handshake is complete instead of keeping them until the keys may be
+	// used. RFC 9001 §5.7: "Received packets protected with 1-RTT keys MAY
+	// be stored and later decrypted and used once the handshake is
+	// complete."
+	DiscardEarly1RTT bool
+	// AckEveryPackets is how many ack-eliciting 1-RTT packets may arrive
+	// before an ACK is sent at once; fewer wait at most max_ack_delay.
+	// Default 2. RFC 9000 §13.2.2: "A receiver SHOULD send an ACK frame
+	// after receiving at least two ack-eliciting packets", and
+	// "Knowledge of network conditions ... might suggest alternative
+	// acknowledgment strategies". 1 acknowledges every packet at once.
+	AckEveryPackets int
+	// InitialWindowPackets sets the initial congestion window in
+	// full-sized datagrams. Default: RFC 9002 §7.2's "ten times the
+	// maximum datagram size ..., while limiting the window to the larger
+	// of 14,720 bytes or twice the maximum datagram size" (a SHOULD; a
+	// larger value departs from it).
+	InitialWindowPackets int
+	// DisablePacing sends in-flight packets as soon as the congestion
+	// window allows. RFC 9002 §7.7: "A sender SHOULD pace sending of all
+	// in-flight packets based on input from the congestion controller"
+	// and "Senders MUST either use pacing or limit such bursts": without
+	// pacing, bursts are limited by the congestion window.
+	DisablePacing bool
+
 	// Probe holds test hooks. Production code leaves it nil.
 	Probe *Probe
 }

@@ -66,7 +66,7 @@ func (c *Conn) restartWithVersion(now time.Time, v uint32) {
 	for i := range c.spaces {
 		c.spaces[i] = packetSpace{}
 		c.spaces[i].init(spaceID(i))
-		c.spaces[i].acks.init(spaceID(i), c.config.maxAckDelay())
+		c.spaces[i].acks.init(spaceID(i), c.config)
 		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
 	}
 	c.loss = lossState{}

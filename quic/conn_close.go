@@ -132,11 +132,18 @@ func (s *closeState) maybeSend(now time.Time, c *Conn) {
 	hasInitial := false
 	for sp := initialSpace; sp < numSpaces; sp++ {
 		space := &c.spaces[sp]
+		above := c.config.CloseAboveInitial
 		if sp == appSpace {
-			if c.appKeys.Write() == nil || !c.handshakeComplete {
+			if c.appKeys.Write() == nil || !c.handshakeComplete && !above {
 				continue
 			}
 		} else if !space.canWrite() {
+			continue
+		}
+		if above && sp == initialSpace && c.spaces[handshakeSpace].canWrite() {
+			// Config.CloseAboveInitial: RFC 9000 §10.2.3 "Generally, this
+			// means sending the frame in a packet with the highest level
+			// of packet protection".
 			continue
 		}
 		if n > 0 {

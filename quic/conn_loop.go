@@ -131,7 +131,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	c.dgrams.inWake = make(chan struct{}, 1)
 	for i := range c.spaces {
 		c.spaces[i].init(spaceID(i))
-		c.spaces[i].acks.init(spaceID(i), cfg.maxAckDelay())
+		c.spaces[i].acks.init(spaceID(i), cfg)
 		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
 	}
 	now := time.Now()

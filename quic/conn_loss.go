@@ -152,6 +152,8 @@ type lossState struct {
 	// noRetransmit is a probe switch: lost frames are not sent again.
 	noRetransmit bool
 	pacer        pacer
+	// noPacing: Config.DisablePacing.
+	noPacing bool
 }
 
 func (l *lossState) init(c *Conn, now time.Time) {
@@ -160,8 +162,14 @@ func (l *lossState) init(c *Conn, now time.Time) {
 	} else {
 		l.cc = recovery.NewCubic(maxDatagramSize)
 	}
+	if n := c.config.InitialWindowPackets; n > 0 {
+		if w, ok := l.cc.(interface{ SetInitialWindowPackets(int) }); ok {
+			w.SetInitialWindowPackets(n)
+		}
+	}
 	l.ld = recovery.NewLossDetector(recovery.LossDetectorConfig{IsServer: !c.isClient, CC: l.cc})
 	l.pacer.init()
+	l.noPacing = c.config.DisablePacing
 	if c.probe != nil && c.probe.NoRetransmit {
 		l.noRetransmit = true
 	}

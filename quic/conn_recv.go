@@ -229,7 +229,10 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		// the Initial. RFC 9001 §4.1.4: "an endpoint MAY buffer packets
 		// ... that it cannot yet decrypt"; we keep a few and process them
 		// once the keys arrive.
-		if len(c.undecryptable) < maxUndecryptable && space != initialSpace && (h.Type != wire.PacketType0RTT || !c.handshakeComplete) {
+		// Config.DiscardEarly1RTT keeps no 1-RTT packet (RFC 9001 §5.7:
+		// "Received packets protected with 1-RTT keys MAY be stored").
+		keep := h.Type != wire.PacketType1RTT || !c.config.DiscardEarly1RTT
+		if keep && len(c.undecryptable) < maxUndecryptable && space != initialSpace && (h.Type != wire.PacketType0RTT || !c.handshakeComplete) {
 			c.undecryptable = append(c.undecryptable, undecryptablePacket{b: append([]byte(nil), b[:h.PacketLen]...), dgramSize: dgramSize, ecn: ecn})
 		}
 		return h.PacketLen

@@ -263,13 +263,22 @@ func (c *Conn) buildDatagramIn(now time.Time, buf []byte) []byte {
 	// The amplification limit wins over padding: a server never sends
 	// more than three times what it received (RFC 9000 §8.1).
 	want = min(want, limit)
+	trailing := 0
 	if pad := want - (len(buf) + 16); pad > 0 {
-		for range pad {
-			buf = append(buf, 0)
+		if c.config.PadWithZeros && last.lenOff >= 0 {
+			// Config.PadWithZeros: zero bytes after the last packet, which
+			// has a Length field, instead of PADDING frames in it (RFC
+			// 9000 §14.1: "Initial packets can even be coalesced with
+			// invalid packets, which a receiver will discard").
+			trailing = pad
+		} else {
+			for range pad {
+				buf = append(buf, 0)
+			}
+			last.end += pad
 		}
-		last.end += pad
 	}
-	buf = append(buf, make([]byte, 16)...)
+	buf = append(buf, make([]byte, 16+trailing)...)
 	// Fill Length fields and seal every packet in place. What must wait
 	// until the datagram is complete runs in one deferred call: a defer
 	// inside the loop would allocate for every datagram.
@@ -586,7 +595,7 @@ func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sent
 		if !fits() {
 			break
 		}
-		if n, ok := s.limits.NextStreamsBlocked(bidi); ok {
+		if n, ok := s.limits.NextStreamsBlocked(bidi); ok && !c.config.DisableBlockedFrames {
 			f := wire.StreamsBlockedFrame{Bidi: bidi, Limit: n}
 			buf = f.Append(buf)
 			log.add(sentFrame{kind: frStreamsBlocked, bidi: bidi, off: n})
@@ -594,7 +603,7 @@ func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sent
 		}
 	}
 	if fits() {
-		if limit, ok := s.flow.NextDataBlocked(); ok {
+		if limit, ok := s.flow.NextDataBlocked(); ok && !c.config.DisableBlockedFrames {
 			f := wire.DataBlockedFrame{Limit: limit}
 			buf = f.Append(buf)
 			log.add(sentFrame{kind: frDataBlocked, off: limit})
@@ -654,7 +663,7 @@ func (c *Conn) appendStreamData(now time.Time, buf []byte, end int, log *sentLog
 			p.ackElic = true
 			progressed = true
 		}
-		if limit, ok := st.send.NextBlocked(); ok && end-len(buf) > controlRoom {
+		if limit, ok := st.send.NextBlocked(); ok && end-len(buf) > controlRoom && !c.config.DisableBlockedFrames {
 			f := wire.StreamDataBlockedFrame{StreamID: id, Limit: limit}
 			buf = f.Append(buf)
 			log.add(sentFrame{kind: frStreamDataBlocked, id: id, off: limit})

@@ -24,6 +24,11 @@ func (p *pacer) init() {
 
 // allow reports whether an in-flight packet may leave now.
 func (l *lossState) pacerAllows(now time.Time) bool {
+	if l.noPacing {
+		// Config.DisablePacing: RFC 9002 §7.7 "Senders MUST either use
+		// pacing or limit such bursts"; the congestion window limits them.
+		return true
+	}
 	t := l.pacer.p.NextSendTime(now, l.cc.CongestionWindow(), l.ld.RTT().Smoothed())
 	if t.After(now) {
 		l.pacer.next = t

@@ -113,6 +113,12 @@ func (t *AckTracker) SetMaxRanges(n int) {
 	}
 }
 
+// SetAckEvery makes the tracker acknowledge at once after n ack-eliciting
+// packets of SpaceAppData (RFC 9000's default is 2; 1 acknowledges every
+// packet at once), the pending ones before waiting at most max_ack_delay.
+// An ACK_FREQUENCY frame from the peer replaces it. n < 1 is taken as 1.
+func (t *AckTracker) SetAckEvery(n int) { t.threshold = uint64(max(n, 1) - 1) }
+
 // SetMaxAckDelay changes our max_ack_delay (the D in force before any
 // ACK_FREQUENCY frame).
 func (t *AckTracker) SetMaxAckDelay(d time.Duration) { t.maxAckDelay = d }

@@ -102,6 +102,31 @@ type window struct {
 	// recovery: "If the congestion window is reduced immediately, a single
 	// packet can be sent prior to reduction."
 	sendOne bool
+	// iwPackets, when not 0, replaces kInitialWindow by this many
+	// datagrams (SetInitialWindowPackets).
+	iwPackets int
+}
+
+// initialWindow is kInitialWindow for size, or iwPackets datagrams.
+func (w *window) initialWindow(size int) int {
+	if w.iwPackets > 0 {
+		return w.iwPackets * size
+	}
+	return InitialWindow(size)
+}
+
+// SetInitialWindowPackets replaces the initial window by n datagrams of
+// the maximum size, before anything was sent. RFC 9002 §7.2: "Endpoints
+// SHOULD use an initial congestion window of ten times the maximum
+// datagram size (max_datagram_size), while limiting the window to the
+// larger of 14,720 bytes or twice the maximum datagram size"; 10 is that
+// without the limit, a larger n departs from the SHOULD.
+func (w *window) SetInitialWindowPackets(n int) {
+	if n < 2 {
+		return
+	}
+	w.iwPackets = n
+	w.cwnd = w.initialWindow(w.mds)
 }
 
 func (w *window) init(maxDatagramSize int) {
@@ -178,11 +203,11 @@ func (w *window) collapse() {
 
 func (w *window) setMaxDatagramSize(size int) {
 	size = max(size, MinMaxDatagramSize)
-	if w.cwnd == InitialWindow(w.mds) {
+	if w.cwnd == w.initialWindow(w.mds) {
 		// "If the maximum datagram size changes during the connection, the
 		// initial congestion window SHOULD be recalculated with the new
 		// size."
-		w.cwnd = InitialWindow(size)
+		w.cwnd = w.initialWindow(size)
 	}
 	w.mds = size
 	w.cwnd = max(w.cwnd, MinimumWindow(size))
