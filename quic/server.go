@@ -196,12 +196,17 @@ func (e *Endpoint) handleUnknownLong(d *datagram, dcid []byte) {
 	// validated address".
 	validated := len(h.Token) > 0 && e.tokens.openAddressToken(now, d.addr.Addr(), h.Token)
 	if e.config.RequireRetry && !validated {
-		if len(h.Token) == 0 {
+		if len(h.Token) == 0 || h.Token[0] != retryTokenMark {
+			// No token, or one that is not a Retry token of ours (an
+			// expired NEW_TOKEN token, another server's): RFC 9000 §8.1.3
+			// "If the token is invalid, then the server SHOULD proceed as
+			// if the client did not have a validated address, including
+			// potentially sending a Retry packet."
 			e.sendRetry(now, d, &h)
 			d.release()
 			return
 		}
-		o, r, ok := e.tokens.open(now, d.addr, h.Token)
+		o, r, ok := e.tokens.open(now, d.addr, h.Token[1:])
 		if !ok || !bytes.Equal(r, h.DCID) {
 			// RFC 9000 §8.1.2: a server receiving an invalid Retry token
 			// "MUST either discard the packet or send a connection error
@@ -277,11 +282,17 @@ func (e *Endpoint) sendVersionNegotiation(d *datagram) {
 	e.writeTo(b, d.addr)
 }
 
+// retryTokenMark starts every Retry token, so that the server tells its
+// Retry tokens from NEW_TOKEN tokens and from tokens it never issued (RFC
+// 9000 §8.1.3: "Tokens provided with NEW_TOKEN frames and Retry packets
+// can be distinguished by servers").
+const retryTokenMark = 'R'
+
 // sendRetry answers an Initial without a token with a Retry (RFC 9000
 // §17.2.5).
 func (e *Endpoint) sendRetry(now time.Time, d *datagram, h *wire.Header) {
 	rscid := newCID(defaultConnIDLen)
-	tok := e.tokens.seal(now, d.addr, h.DCID, rscid)
+	tok := append([]byte{retryTokenMark}, e.tokens.seal(now, d.addr, h.DCID, rscid)...)
 	r := wire.Retry{Version: h.Version, DCID: h.SCID, SCID: rscid, Token: tok}
 	b := r.AppendWithoutTag(nil)
 	b, err := protect.AppendRetryIntegrityTag(uint32(h.Version), h.DCID, b)

@@ -373,3 +373,48 @@ func TestVariantDisablePacing(t *testing.T) {
 		}
 	}
 }
+
+// fixedTokens is a TokenStore that offers one token, once.
+type fixedTokens struct{ tok []byte }
+
+func (f *fixedTokens) Put(string, []byte) {}
+func (f *fixedTokens) Take(string) []byte {
+	t := f.tok
+	f.tok = nil
+	return t
+}
+
+// TestRetryServerUnknownToken: a server that requires Retry answers an
+// Initial carrying a token it never issued with a Retry, and the
+// handshake completes (RFC 9000 §8.1.3: "If the token is invalid, then
+// the server SHOULD proceed as if the client did not have a validated
+// address, including potentially sending a Retry packet"). It used to
+// take every token for a Retry token and drop the Initial, and the client
+// timed out (the retry variant's token-unknown-token warned).
+func TestRetryServerUnknownToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.RequireRetry = true
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.TokenStore = &fixedTokens{tok: []byte("a token this server never issued, 48 bytes long.")}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		go serveSized(t.Context(), sep)
+		cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+		defer cep.Close()
+		c, err := cep.Dial(ctx, "udp", testServerAddr, ccfg)
+		if err != nil {
+			t.Fatalf("dial with an unknown token: %v", err)
+		}
+		if !c.ConnectionInfo().Retried {
+			t.Error("no Retry")
+		}
+		c.Close(0, "")
+	})
+}
