@@ -60,7 +60,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func commands() []*command {
 	// Listed in the order a newcomer meets them.
 	return []*command{
-		demoCommand(), testCommand(), testClientCommand(), serveCommand(), getCommand(),
+		demoCommand(), testCommand(), testClientCommand(), variantsCommand(), serveCommand(), getCommand(),
 		interopCommand(), trackCommand(), workerCommand(), webCommand(), benchCommand(), agentCommand(), gridCommand(), scenariosCommand(), versionCommand(),
 	}
 }
