@@ -223,7 +223,11 @@ func ticketEarlyData(m []byte) (uint32, bool) {
 // resumption is what connection 1 left for the next: the client's session
 // cache, the tickets the server sent and its transport parameters.
 type resumption struct {
-	cache   tls.ClientSessionCache
+	cache tls.ClientSessionCache
+	// tokens keeps the NEW_TOKEN tokens of connection 1 for connection 2,
+	// as a client SHOULD (RFC 9000 §8.1.3): with it a server that
+	// validates addresses by Retry lets the 0-RTT packets through.
+	tokens  quic.TokenStore
 	tickets [][]byte
 	tp      *wire.TransportParameters
 	first   *Conn
@@ -240,9 +244,10 @@ func (r *resumption) earlyAllowed() bool {
 }
 
 // sessionConfig makes the engine keep tickets in cache and use 0-RTT.
-func sessionConfig(cache tls.ClientSessionCache) func(*quic.Config) {
+func sessionConfig(cache tls.ClientSessionCache, tokens quic.TokenStore) func(*quic.Config) {
 	return func(c *quic.Config) {
 		c.TLSConfig.ClientSessionCache = cache
+		c.TokenStore = tokens
 		c.Allow0RTT = true
 		// The tester offers its tickets in any QUIC version, so that
 		// v2-cross-version-ticket can see what the server does with one.
@@ -256,9 +261,9 @@ func sessionConfig(cache tls.ClientSessionCache) func(*quic.Config) {
 // one settle window for a NewSessionTicket. With need0RTT, a server whose
 // tickets never allow early data makes the scenario unsupported.
 func (t *T) ticket(ctx context.Context, need0RTT bool, o DialOptions) *resumption {
-	r := &resumption{cache: tls.NewLRUClientSessionCache(4)}
+	r := &resumption{cache: tls.NewLRUClientSessionCache(4), tokens: quic.NewTokenStore()}
 	o.Label = "ticket"
-	o.Config = sessionConfig(r.cache)
+	o.Config = sessionConfig(r.cache, r.tokens)
 	c := t.mustDial(ctx, o)
 	r.first = c
 	t.fetchSmall(ctx, c)
@@ -288,7 +293,7 @@ func (t *T) ticket(ctx context.Context, need0RTT bool, o DialOptions) *resumptio
 // EncryptedExtensions (or a close) and reports whether the server
 // accepted early data.
 func (t *T) early(ctx context.Context, r *resumption, label string, versions []uint32, before func(c *Conn)) (*Conn, bool) {
-	c, err := t.Dial(ctx, DialOptions{Label: label, Early: true, Versions: versions, Config: sessionConfig(r.cache)})
+	c, err := t.Dial(ctx, DialOptions{Label: label, Early: true, Versions: versions, Config: sessionConfig(r.cache, r.tokens)})
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The resumed connection failed: %v.", err), events(Context, lastN(received(t.rec.snapshot(), c.trace.id, 0), 3)...)...)
 	}
