@@ -13,7 +13,7 @@ import (
 type variantsOpts struct {
 	names, serverScenarios, clientScenarios, roles string
 	jsonDir                                        string
-	combined                                       bool
+	combined, markdown                             bool
 	parallel                                       int
 	timeout                                        time.Duration
 }
@@ -36,6 +36,7 @@ func variantsCommand() *command {
 			fs.StringVar(&o.serverScenarios, "server-scenarios", "*", "server-facing scenario `IDs or globs`")
 			fs.StringVar(&o.clientScenarios, "client-scenarios", "*", "client-facing scenario `IDs or globs`")
 			fs.IntVar(&o.parallel, "parallel", 8, "scenarios run at once in each suite run")
+			fs.BoolVar(&o.markdown, "markdown", false, "write the variant table (variant, configuration, permitting RFC text, results) in Markdown after the text report")
 			fs.StringVar(&o.jsonDir, "json-dir", "", "write each suite run's JSON report into `dir`")
 			fs.DurationVar(&o.timeout, "timeout", 0, "each scenario's `deadline` (default: the suite's)")
 			return o
@@ -97,6 +98,12 @@ func runVariants(ctx context.Context, env *cmdEnv, o *variantsOpts) error {
 	}
 	if err := m.WriteText(env.stdout); err != nil {
 		return err
+	}
+	if o.markdown {
+		fmt.Fprintln(env.stdout)
+		if err := m.WriteMarkdown(env.stdout); err != nil {
+			return err
+		}
 	}
 	if len(m.FalseVerdicts()) > 0 {
 		return exitError{code: 1}

@@ -283,3 +283,57 @@ func trim(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// WriteMarkdown writes the variant table: each variant, its
+// configuration, the RFC text that permits it, and what the suite said in
+// each role (the differences from the default, judged).
+func (m *Matrix) WriteMarkdown(w io.Writer) error {
+	fmt.Fprintf(w, "| variant | configuration | permitted by | server suite | client suite |\n|---|---|---|---|---|\n")
+	ran := map[conformance.Role]map[string]bool{conformance.ServerRole: {}, conformance.ClientRole: {}}
+	for _, c := range m.Columns {
+		for _, v := range c.Target.Variants {
+			ran[c.Role][v.Name] = true
+		}
+	}
+	for _, v := range All {
+		quote := v.RFC + ": \"" + v.Quote + "\""
+		if v.Should != "" {
+			quote += " (departs from " + v.Should + ")"
+		}
+		cell := func(role conformance.Role) string {
+			if !ran[role][v.Name] {
+				return "not run"
+			}
+			var parts []string
+			nFalse, nLoad := 0, 0
+			for _, f := range m.Findings {
+				if f.Role != role || !strings.Contains("+"+f.Target+"+", "+"+v.Name+"+") {
+					continue
+				}
+				switch {
+				case f.Expected != nil:
+					parts = append(parts, fmt.Sprintf("`%s` %s (%s)", f.Scenario, f.Verdict, f.Expected.Kind))
+				case f.Alone == conformance.Pass:
+					nLoad++
+				default:
+					nFalse++
+					parts = append(parts, fmt.Sprintf("**`%s` %s: false verdict**", f.Scenario, f.Verdict))
+				}
+			}
+			head := "every pass kept"
+			if nFalse > 0 {
+				head = fmt.Sprintf("%d false verdict(s)", nFalse)
+			}
+			if nLoad > 0 {
+				head += fmt.Sprintf("; %d difference(s) under load that pass alone", nLoad)
+			}
+			if len(parts) > 0 {
+				head += ": " + strings.Join(parts, "; ")
+			}
+			return head
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", v.Name, v.Config(), strings.ReplaceAll(quote, "|", "\\|"),
+			cell(conformance.ServerRole), cell(conformance.ClientRole))
+	}
+	return nil
+}
