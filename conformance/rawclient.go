@@ -679,7 +679,9 @@ func (rc *rawClient) processDatagram(in rawIn) {
 			continue
 		}
 		if h.Type == wire.PacketTypeInitial && rc.serverSCID == nil {
-			rc.serverSCID = append([]byte(nil), h.SCID...)
+			// Never nil once set: a server may choose a zero-length
+			// connection ID (RFC 9000 §5.1), and nil means "no answer yet".
+			rc.serverSCID = append([]byte{}, h.SCID...)
 			rc.dcid = rc.serverSCID
 		}
 		m := meta
@@ -760,7 +762,7 @@ func (rc *rawClient) handleRetry(b []byte, p *packet) {
 	if err != nil || protect.VerifyRetry(uint32(r.Version), rc.odcid, b) != nil {
 		return
 	}
-	rc.retrySCID = append([]byte(nil), r.SCID...)
+	rc.retrySCID = append([]byte{}, r.SCID...) // never nil, as serverSCID
 	rc.token = append([]byte(nil), r.Token...)
 	if rc.RetryToken != nil {
 		rc.token = rc.RetryToken(rc.token)
