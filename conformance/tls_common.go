@@ -52,23 +52,36 @@ type judgedPacket struct {
 
 // judge looks at the server packets received since mark: the first one
 // that acknowledges a tester packet of the new phase must carry the new
-// phase, and so must every packet after it.
-func (l *phaseLog) judge(mark int, fromPN uint64) (Verdict, string, judgedPacket) {
+// phase, and so must every packet after it. serverUpdated says that the
+// server started key updates of its own meanwhile (the tester's engine
+// followed them, RFC 9001 §6: "an endpoint MAY initiate a key update"):
+// the new phase is then the flip of the tester's phase before the update,
+// and once the server has sent in the new phase a later flip is its own
+// next update, not a return to the old keys, and ends the judgement.
+func (l *phaseLog) judge(mark int, fromPN uint64, serverUpdated bool) (Verdict, string, judgedPacket) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// The new phase is the phase of the tester's last 1-RTT packet; the
 	// packets of this update are those from fromPN on with that phase.
 	var newPhase bool
-	var largest uint64
-	found := false
+	var largest, before uint64
+	found, foundBefore := false, false
+	var oldPhase bool
 	for pn, ph := range l.sent {
 		if pn >= fromPN && (!found || pn > largest) {
 			largest, newPhase, found = pn, ph, true
+		}
+		if pn < fromPN && (!foundBefore || pn > before) {
+			before, oldPhase, foundBefore = pn, ph, true
 		}
 	}
 	if !found {
 		return Inconclusive, "the tester sent no 1-RTT packet after the update.", judgedPacket{}
 	}
+	if serverUpdated && foundBefore {
+		newPhase = !oldPhase
+	}
+	switched := false
 	var fresh []uint64
 	for pn, ph := range l.sent {
 		if pn >= fromPN && ph == newPhase {
@@ -89,7 +102,15 @@ func (l *phaseLog) judge(mark int, fromPN uint64) (Verdict, string, judgedPacket
 			if acked && r.phase != newPhase {
 				return Fail, fmt.Sprintf("the server acknowledged a packet protected with the new keys in packet %d, which still carries the old key phase.", r.pn), judgedPacket{pn: r.pn, ok: true}
 			}
+			switched = acked
 			continue
+		}
+		if r.phase == newPhase {
+			switched = true
+			continue
+		}
+		if serverUpdated && switched {
+			break
 		}
 		if r.phase != newPhase {
 			return Fail, fmt.Sprintf("after acknowledging the tester's new-phase packets, the server still sent packet %d in the old key phase.", r.pn), judgedPacket{pn: r.pn, afterAck: true, ok: true}
