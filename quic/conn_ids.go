@@ -127,10 +127,14 @@ func (s *cidState) issue() {
 	}
 	limit := min(s.peerLimit, maxIssuedCIDs)
 	for uint64(len(s.local)) < limit {
-		cid := newCID(s.c.ep.cidLen)
+		cid := s.c.ep.claimCID(s.c.ep.cidLen, s.c)
+		if cid == nil {
+			// No free ID (short IDs, many connections): the limit is a
+			// maximum, fewer IDs will do.
+			return
+		}
 		s.local = append(s.local, localCIDEntry{seq: s.nextSeq, cid: cid})
 		s.nextSeq++
-		s.c.ep.register(cid, s.c)
 	}
 }
 

@@ -137,7 +137,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	now := time.Now()
 	c.lastActivity = now
 	c.idleTimeout = cfg.maxIdleTimeout()
-	c.localCID = newCID(ep.cidLen)
+	c.localCID = ep.freeCID(ep.cidLen)
 	if cfg.KeyLog != nil {
 		c.keyLog = keylog.NewWriter(cfg.KeyLog)
 	}

@@ -393,6 +393,42 @@ func (e *Endpoint) register(cid []byte, c *Conn) {
 	e.mu.Unlock()
 }
 
+// claimCID picks a connection ID of n bytes that routes to no connection
+// yet and registers it for c. RFC 9000 §5.1: connection IDs are chosen so
+// that packets route to the right connection, and short IDs (1 byte: 256
+// values) collide soon among many connections; a collision would steal
+// another connection's packets. It returns nil when a few tries found no
+// free ID (the space is nearly full): the caller issues fewer IDs.
+func (e *Endpoint) claimCID(n int, c *Conn) []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for range 64 {
+		cid := newCID(n)
+		if _, used := e.conns[string(cid)]; used {
+			continue
+		}
+		e.conns[string(cid)] = c
+		e.all[c] = struct{}{}
+		return cid
+	}
+	return nil
+}
+
+// freeCID returns a connection ID of n bytes that routes to no connection
+// now (or a random one after a few tries); the caller registers it.
+func (e *Endpoint) freeCID(n int) []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var cid []byte
+	for range 64 {
+		cid = newCID(n)
+		if _, used := e.conns[string(cid)]; !used {
+			break
+		}
+	}
+	return cid
+}
+
 func (e *Endpoint) unregister(cid []byte, c *Conn) {
 	e.mu.Lock()
 	if e.conns[string(cid)] == c {

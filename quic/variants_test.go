@@ -418,3 +418,63 @@ func TestRetryServerUnknownToken(t *testing.T) {
 		c.Close(0, "")
 	})
 }
+
+// TestClaimCIDUnique: the endpoint hands out each short connection ID
+// once, and says when the space is full instead of reusing one.
+func TestClaimCIDUnique(t *testing.T) {
+	e := &Endpoint{conns: map[string]*Conn{}, all: map[*Conn]struct{}{}}
+	c := &Conn{}
+	seen := map[string]bool{}
+	for {
+		cid := e.claimCID(1, c)
+		if cid == nil {
+			break
+		}
+		if seen[string(cid)] {
+			t.Fatalf("connection ID %x handed out twice", cid)
+		}
+		seen[string(cid)] = true
+	}
+	if len(seen) < 200 || len(seen) > 256 {
+		t.Errorf("%d one-byte IDs handed out before the space was full, want most of 256", len(seen))
+	}
+}
+
+// TestOneByteCIDsManyConnections: forty connections to a server issuing
+// one-byte connection IDs all work. Random IDs collided among them (the
+// birthday bound of 256 values), and a colliding ID stole another
+// connection's packets (the cid-1 variant of conformance/variants came
+// out inconclusive on most scenarios when run with others).
+func TestOneByteCIDsManyConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		scfg := testServerConfig(t, "hq-interop")
+		scfg.ConnectionIDLength = 1
+		sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		go serveSized(t.Context(), sep)
+		var conns []*Conn
+		for i := range 40 {
+			cep, _ := NewEndpoint(n.listen(fmt.Sprintf("10.0.1.%d:5000", i+1)), nil)
+			defer cep.Close()
+			c, err := cep.Dial(t.Context(), "udp", testServerAddr, testClientConfig(t, "hq-interop"))
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			conns = append(conns, c)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		for i, c := range conns {
+			if err := fetch(ctx, c, 3000); err != nil {
+				t.Errorf("connection %d: %v", i, err)
+			}
+		}
+		for _, c := range conns {
+			c.Close(0, "")
+		}
+	})
+}

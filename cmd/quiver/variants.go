@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
@@ -27,10 +28,11 @@ func variantsCommand() *command {
 			"quiver variants",
 			"quiver variants --variants retry,cid-0 --roles server",
 			"quiver variants --combined --parallel 8",
+			"quiver variants --variants retry+cid-1,zero-padding+no-pacing --roles server",
 		},
 		setFlags: func(fs *flag.FlagSet) any {
 			o := &variantsOpts{}
-			fs.StringVar(&o.names, "variants", "*", "`variants`, comma-separated (default all): "+joinNames())
+			fs.StringVar(&o.names, "variants", "*", "`variants`, comma-separated; a+b runs a and b together (default: all, one at a time): "+joinNames())
 			fs.StringVar(&o.roles, "roles", "server,client", "`roles` to test: server (Quiver serves, the server suite), client (Quiver's client, the client suite)")
 			fs.BoolVar(&o.combined, "combined", false, "group variants that do not interact into a few targets (what CI runs) instead of one run each")
 			fs.StringVar(&o.serverScenarios, "server-scenarios", "*", "server-facing scenario `IDs or globs`")
@@ -63,22 +65,27 @@ func joinNames() string {
 
 func runVariants(ctx context.Context, env *cmdEnv, o *variantsOpts) error {
 	conformance.ToolVersion = version
-	var vs []*variants.Variant
+	var targets []variants.Target
 	for _, n := range splitList(o.names) {
 		if n == "*" {
-			vs = variants.All
+			targets = variants.Singles(variants.All)
 			break
 		}
-		v, err := variants.Find(n)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+		// a+b runs variants a and b together in one target.
+		var t variants.Target
+		for _, part := range strings.Split(n, "+") {
+			v, err := variants.Find(part)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			t.Variants = append(t.Variants, v)
 		}
-		vs = append(vs, v)
+		targets = append(targets, t)
 	}
 	opts := variants.Options{Parallel: o.parallel, Timeout: o.timeout, ReportDir: o.jsonDir,
 		ServerScenarios: patterns(o.serverScenarios), ClientScenarios: patterns(o.clientScenarios),
 		Log: func(format string, args ...any) { fmt.Fprintf(env.stderr, format+"\n", args...) }}
-	server, client := variants.Singles(vs), variants.Singles(vs)
+	server, client := targets, targets
 	if o.combined {
 		server, client = variants.Combined()
 	}
