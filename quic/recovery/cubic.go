@@ -163,7 +163,8 @@ func (c *Cubic) SetMaxDatagramSize(size int) { c.setMaxDatagramSize(size) }
 // window), keeping the datagram size and FastConvergence: RFC 9000 §9.4,
 // after a migration to a new path.
 func (c *Cubic) Reset() {
-	fc := c.FastConvergence
+	fc, iw := c.FastConvergence, c.iwPackets
 	*c = *NewCubic(c.mds)
 	c.FastConvergence = fc
+	c.SetInitialWindowPackets(iw)
 }

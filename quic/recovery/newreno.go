@@ -71,4 +71,8 @@ func (c *NewReno) SetMaxDatagramSize(size int) { c.setMaxDatagramSize(size) }
 // Reset returns the controller to its initial state (slow start, initial
 // window), keeping the datagram size: RFC 9000 §9.4, after a migration
 // to a new path.
-func (c *NewReno) Reset() { *c = *NewNewReno(c.mds) }
+func (c *NewReno) Reset() {
+	iw := c.iwPackets
+	*c = *NewNewReno(c.mds)
+	c.SetInitialWindowPackets(iw)
+}
