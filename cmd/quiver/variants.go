@@ -71,8 +71,10 @@ func runVariants(ctx context.Context, env *cmdEnv, o *variantsOpts) error {
 			targets = variants.Singles(variants.All)
 			break
 		}
+		// Named, a variant runs in every role it can take, even one it is
+		// not compliant in (cid-0 as a server).
 		// a+b runs variants a and b together in one target.
-		var t variants.Target
+		t := variants.Target{Named: true}
 		for _, part := range strings.Split(n, "+") {
 			v, err := variants.Find(part)
 			if err != nil {

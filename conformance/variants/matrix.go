@@ -318,6 +318,10 @@ func (m *Matrix) WriteMarkdown(w io.Writer) error {
 		}
 		cell := func(role conformance.Role) string {
 			if !ran[role][v.Name] {
+				if role == conformance.ServerRole && v.NotCompliantServer {
+					return "not compliant as a server of many clients (RFC 9000 §5.1: \"An endpoint MUST NOT use the same IP address and port " +
+						"for multiple concurrent connections with zero-length connection IDs\"), not run"
+				}
 				return "not run"
 			}
 			var parts []string
