@@ -40,6 +40,59 @@ func clientDatagramsAfter(s *testServer, at time.Time) []rawDatagram {
 	return out
 }
 
+// spaceFrame is a frame of the client's with its packet number space.
+type spaceFrame struct {
+	space int
+	f     wire.Frame
+}
+
+// testerClosePN is the packet number of the tester's first 1-RTT packet
+// carrying CONNECTION_CLOSE on conn since mark.
+func testerClosePN(ps []*packet, conn, mark int) (uint64, bool) {
+	for _, p := range ps[min(mark, len(ps)):] {
+		if p.sent && p.conn == conn && p.space == spaceApp && p.has(wire.FrameTypeConnectionClose) {
+			return p.pn, true
+		}
+	}
+	return 0, false
+}
+
+// classifyDraining sorts the client's datagrams after the tester's close:
+// those carrying CONNECTION_CLOSE, and the others. A datagram whose 1-RTT
+// ACK frames all stop short of the close packet closePN left before the
+// client read the close (it crossed it on the way, or waited in a busy
+// client's queue): it proves nothing and is left out. (RFC 9000 §10.2.2:
+// "An endpoint that receives a CONNECTION_CLOSE frame MAY send a single
+// packet containing a CONNECTION_CLOSE frame before entering the draining
+// state"; what it sent before it received the frame is not draining.)
+func classifyDraining(ds []rawDatagram, closePN uint64, frames func(rawDatagram) []spaceFrame) (closing, other []rawDatagram) {
+	for _, d := range ds {
+		hasClose, acks, acksClose := false, false, false
+		for _, sf := range frames(d) {
+			switch f := sf.f.(type) {
+			case *wire.ConnectionCloseFrame:
+				hasClose = true
+			case *wire.AckFrame:
+				if sf.space == spaceApp && len(f.Ranges) > 0 {
+					acks = true
+					if f.Ranges[0].Largest >= closePN {
+						acksClose = true
+					}
+				}
+			}
+		}
+		switch {
+		case hasClose:
+			closing = append(closing, d)
+		case acks && !acksClose:
+			// Sent before the close was read.
+		default:
+			other = append(other, d)
+		}
+	}
+	return closing, other
+}
+
 func registerClientEnding() {
 	registerClient(&Scenario{
 		ID: "cli-stateless-reset", Title: "The client drains after a stateless reset", Requirements: []Requirement{reqCliResetDrain},
@@ -137,22 +190,19 @@ func registerClientEnding() {
 			}
 			t.rec.wait(ctx, 3*t.PTO(), nil)
 			grace := t.RTT() + 10*time.Millisecond
-			var closing, other []rawDatagram
-			for _, d := range clientDatagramsAfter(s, at.Add(grace)) {
-				hasClose := false
-				s.openRaw(d.b, func(_ wire.Header, _ int, _ uint64, _ []byte, frames []wire.Frame) {
+			closePN, ok := testerClosePN(t.rec.snapshot(), s.trace.id, mark)
+			if !ok {
+				t.Inconclusive("The tester's CONNECTION_CLOSE did not leave.")
+			}
+			closing, other := classifyDraining(clientDatagramsAfter(s, at.Add(grace)), closePN, func(d rawDatagram) []spaceFrame {
+				var out []spaceFrame
+				s.openRaw(d.b, func(_ wire.Header, space int, _ uint64, _ []byte, frames []wire.Frame) {
 					for _, f := range frames {
-						if _, ok := f.(*wire.ConnectionCloseFrame); ok {
-							hasClose = true
-						}
+						out = append(out, spaceFrame{space, f})
 					}
 				})
-				if hasClose {
-					closing = append(closing, d)
-				} else {
-					other = append(other, d)
-				}
-			}
+				return out
+			})
 			evs := events(Context, received(t.rec.snapshot(), s.trace.id, mark)...)
 			if len(other) > 0 {
 				t.Fail("silent", reqCliDraining, fmt.Sprintf("After the tester's CONNECTION_CLOSE the client sent %d datagram(s) without a CONNECTION_CLOSE (%s) instead of draining.", len(other), datagramSummary(other)), evs...)
