@@ -19,8 +19,8 @@ func TestClassifyDraining(t *testing.T) {
 	ds := []rawDatagram{{size: 1}, {size: 2}, {size: 3}, {size: 4}, {size: 5}}
 	content := map[int][]spaceFrame{
 		1: {{spaceApp, ack(9)}, {spaceApp, &wire.PingFrame{}}}, // before the close
-		2: {{spaceApp, ack(12)}},                                // after it
-		3: {{spaceApp, &wire.PingFrame{}}},                      // no evidence
+		2: {{spaceApp, ack(12)}},                               // after it
+		3: {{spaceApp, &wire.PingFrame{}}},                     // no evidence
 		4: {{spaceApp, &wire.ConnectionCloseFrame{}}},
 		5: {{spaceHandshake, ack(3)}}, // Handshake ACK: no 1-RTT evidence
 	}
