@@ -52,6 +52,11 @@ type Finding struct {
 	// Alone is the verdict of the scenario run again alone against the
 	// same target; a pass there means the first verdict came from load.
 	Alone conformance.Verdict
+	// DefaultAlone is the default's verdict on the scenario run alone
+	// beside it, when Alone is still bad: a default that does no better
+	// alone makes the difference the scenario's instability, not the
+	// variant's.
+	DefaultAlone conformance.Verdict
 	// Expected, when set, is why the difference is right (or a known
 	// tester bug fixed elsewhere).
 	Expected *Exception
@@ -63,7 +68,7 @@ func (f Finding) False() bool {
 	// Unsupported alone: the variant lacks what the scenario needs (a
 	// zero-length connection ID has nothing to retire), which is no
 	// judgement of the tester's.
-	return f.Expected == nil && (f.Alone == "" || bad(f.Alone))
+	return f.Expected == nil && (f.Alone == "" || bad(f.Alone)) && (f.DefaultAlone == "" || f.DefaultAlone == conformance.Pass)
 }
 
 // Matrix is the outcome of a run.
@@ -146,7 +151,7 @@ func Run(ctx context.Context, opts Options) (*Matrix, error) {
 			if len(fs) > 0 {
 				confirm(ctx, role, t, root, fs, opts.Timeout)
 				for _, f := range fs {
-					logf("  %s %s: %s (alone: %s)%s", f.Scenario, t.Name(), f.Verdict, f.Alone, expectedNote(f))
+					logf("  %s %s: %s (alone: %s, default alone: %s)%s", f.Scenario, t.Name(), f.Verdict, f.Alone, f.DefaultAlone, expectedNote(f))
 				}
 			}
 			m.Findings = append(m.Findings, fs...)
@@ -239,6 +244,33 @@ func confirm(ctx context.Context, role conformance.Role, t Target, root string, 
 			}
 		}
 	}
+	// What is still bad alone: does the default pass it alone too?
+	var ids []string
+	for _, f := range fs {
+		if bad(f.Alone) {
+			ids = append(ids, f.Scenario)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	var rep *conformance.Report
+	var err error
+	if role == conformance.ServerRole {
+		rep, err = rerunServer(ctx, Target{}, root, ids, timeout)
+	} else {
+		rep, err = conformance.RunClient(ctx, client(Target{}), conformance.Options{Scenarios: ids, Parallel: 1, Timeout: timeout})
+	}
+	if err != nil {
+		return
+	}
+	for _, r := range rep.Results {
+		for i := range fs {
+			if fs[i].Scenario == r.Scenario && bad(fs[i].Alone) {
+				fs[i].DefaultAlone = r.Verdict
+			}
+		}
+	}
 }
 
 func counts(rep *conformance.Report) string {
@@ -283,6 +315,8 @@ func (m *Matrix) WriteText(w io.Writer) error {
 		switch {
 		case f.Expected != nil:
 			j = f.Expected.Kind + ": " + f.Expected.Reason
+		case !f.False() && bad(f.Alone):
+			j = "default " + string(f.DefaultAlone) + " alone too (unstable scenario): " + trim(f.Sentence, 100)
 		case !f.False():
 			j = string(f.Alone) + " alone (load): " + trim(f.Sentence, 100)
 		}
@@ -345,7 +379,7 @@ func (m *Matrix) WriteMarkdown(w io.Writer) error {
 				head = fmt.Sprintf("%d false verdict(s)", nFalse)
 			}
 			if nLoad > 0 {
-				head += fmt.Sprintf("; %d difference(s) under load that do not reproduce alone", nLoad)
+				head += fmt.Sprintf("; %d difference(s) that do not hold alone (load, or the default no better alone)", nLoad)
 			}
 			if len(parts) > 0 {
 				head += ": " + strings.Join(parts, "; ")

@@ -104,10 +104,24 @@ func TestCompare(t *testing.T) {
 			t.Errorf("fc-blocked-signalled warn with retry explained by %+v", f.Expected)
 		}
 	}
-	// A verdict that passes alone is no false verdict.
-	f := Finding{Verdict: conformance.Fail, Alone: conformance.Pass}
-	if f.False() {
-		t.Error("a fail that passes alone counted as a false verdict")
+	// A verdict that passes alone is no false verdict, nor one the
+	// default does no better on alone, nor unsupported alone.
+	for _, f := range []Finding{
+		{Verdict: conformance.Fail, Alone: conformance.Pass},
+		{Verdict: conformance.Warn, Alone: conformance.Warn, DefaultAlone: conformance.Warn},
+		{Verdict: conformance.Inconclusive, Alone: conformance.Unsupported},
+	} {
+		if f.False() {
+			t.Errorf("%+v counted as a false verdict", f)
+		}
+	}
+	for _, f := range []Finding{
+		{Verdict: conformance.Fail, Alone: conformance.Fail, DefaultAlone: conformance.Pass},
+		{Verdict: conformance.Fail},
+	} {
+		if !f.False() {
+			t.Errorf("%+v not counted as a false verdict", f)
+		}
 	}
 }
 
