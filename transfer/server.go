@@ -60,6 +60,9 @@ type ServerConfig struct {
 	// endpoint opens (the engine's knobs that `quiver serve` exposes as
 	// flags: versions, limits, timeouts, ACK frequency, greasing).
 	EditQUIC func(*quic.Config)
+	// PacketConn, when set, is served instead of a socket on Addr (a
+	// socket wrapped to delay what the server sends, for example).
+	PacketConn net.PacketConn
 }
 
 // DatagramMode is what a server does with the peer's DATAGRAM frames.
@@ -147,7 +150,12 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	if cfg.EditQUIC != nil {
 		cfg.EditQUIC(qcfg)
 	}
-	ep, err := quic.Listen("udp", cfg.Addr, qcfg)
+	var ep *quic.Endpoint
+	if cfg.PacketConn != nil {
+		ep, err = quic.NewEndpoint(cfg.PacketConn, qcfg)
+	} else {
+		ep, err = quic.Listen("udp", cfg.Addr, qcfg)
+	}
 	if err != nil {
 		root.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)

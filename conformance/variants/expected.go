@@ -52,11 +52,6 @@ var Expected = []Exception{
 		Reason: "RFC 9002 §7.2: \"Endpoints SHOULD use an initial congestion window of ten times the maximum datagram size\"; the variant uses 32"},
 	{Scenario: "rec-loss-reduces-flight", Variant: "slow-server", Kind: KindTesterBug,
 		Reason: "judges one flight instead of the window (RFC 9002 §7.3.2 asks for a window reduction), issue 14 item 6"},
-	{Scenario: "path-cc-reset-on-address-change", Variant: "slow-server", Kind: KindOpen,
-		Reason: "the flights measured around each move do not allow for a 50 ms path: alone inconclusive (flights disagree), " +
-			"combined with iw-32 and no-pacing a fail (flights of about twice the initial one after each move; cause not established)"},
-	{Scenario: "ack-reorder-immediate", Variant: "slow-server", Verdicts: inconclusive, Kind: KindOpen,
-		Reason: "the RTT sample's PING goes unacknowledged within the wait after the held packet number of the previous round on a 50 ms path"},
 	{Scenario: "af-ce-immediate", Variant: "key-update-100", Verdicts: inconclusive, Kind: KindOpen,
 		Reason: "the server acknowledges at once around its own key updates, so the baseline run shows no delayed ACK; the scenario could retry instead of giving up"},
 	{Scenario: "inv-coalesce-same-cid", Variant: "zero-padding", Kind: KindTesterBug,

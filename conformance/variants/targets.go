@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -40,44 +41,43 @@ func writeRoot(dir string) error {
 }
 
 // server is Quiver's file server (what `quiver serve` runs) with a
-// target's configuration, behind a delaying relay when the target has a
-// delay.
+// target's configuration, on a socket that delays what it sends when the
+// target has a delay.
 type server struct {
 	addr   string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	relay  *netem.Relay
 }
 
 func startServer(ctx context.Context, t Target, root string) (*server, error) {
-	srv, err := transfer.Listen(transfer.ServerConfig{
+	cfg := transfer.ServerConfig{
 		Addr: "127.0.0.1:0", Root: root, Allow0RTT: true,
 		EditQUIC: func(c *quic.Config) { t.edit(c) },
-	})
+	}
+	if d := t.delay(); d > 0 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		cfg.PacketConn = newDelayConn(pc, d)
+	}
+	srv, err := transfer.Listen(cfg)
 	if err != nil {
+		if cfg.PacketConn != nil {
+			cfg.PacketConn.Close()
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &server{addr: srv.Addr().String(), cancel: cancel}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); srv.Serve(ctx) }()
-	if d := t.delay(); d > 0 {
-		r, err := startRelay(ctx, s.addr, netem.Link{}, netem.Link{Delay: d})
-		if err != nil {
-			s.stop()
-			return nil, err
-		}
-		s.relay, s.addr = r, r.Addr().String()
-	}
 	return s, nil
 }
 
 func (s *server) stop() {
 	s.cancel()
-	if s.relay != nil {
-		s.relay.Stop()
-	}
-	s.wg.Wait()
+	s.wg.Wait() // Serve closes the endpoint, and the endpoint its socket
 }
 
 // startRelay starts a loopback relay in front of addr applying toServer

@@ -28,8 +28,9 @@ type Variant struct {
 	Should string
 	// Edit changes the engine configuration (nil: only Delay).
 	Edit func(*quic.Config)
-	// Delay is a one-way delay a relay adds to what the variant sends: a
-	// server or client slow to answer.
+	// Delay is a one-way delay added to what the variant sends: a server
+	// or client slow to answer (the server's socket delays its writes;
+	// the client reaches the tester through a relay).
 	Delay time.Duration
 	// Server and Client say in which roles the variant runs.
 	Server, Client bool
@@ -133,7 +134,7 @@ var configText = map[string]string{
 	"newreno":             "Congestion = NewReno (default Cubic)",
 	"no-pacing":           "DisablePacing",
 	"key-update-100":      "Probe.KeyUpdateInterval = 100",
-	"slow-server":         "50 ms one-way delay on the server's datagrams (netem relay)",
+	"slow-server":         "50 ms one-way delay on the server's datagrams (its socket holds each back)",
 	"slow-client":         "50 ms one-way delay on the client's datagrams (netem relay)",
 }
 
