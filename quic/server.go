@@ -95,12 +95,16 @@ func (t *tokenProtector) sealAddressToken(now time.Time, addr netip.Addr) []byte
 	ad := append([]byte("N"), ab...)
 	nonce := make([]byte, t.aead.NonceSize(), t.aead.NonceSize()+len(pt)+16)
 	rand.Read(nonce)
-	return t.aead.Seal(nonce, nonce, pt, ad)
+	return append([]byte{addressTokenMark}, t.aead.Seal(nonce, nonce, pt, ad)...)
 }
 
 // openAddressToken reports whether tok is a valid NEW_TOKEN token for
 // addr.
 func (t *tokenProtector) openAddressToken(now time.Time, addr netip.Addr, tok []byte) bool {
+	if len(tok) == 0 || tok[0] != addressTokenMark {
+		return false
+	}
+	tok = tok[1:]
 	ns := t.aead.NonceSize()
 	if len(tok) < ns+16 {
 		return false
@@ -282,11 +286,14 @@ func (e *Endpoint) sendVersionNegotiation(d *datagram) {
 	e.writeTo(b, d.addr)
 }
 
-// retryTokenMark starts every Retry token, so that the server tells its
-// Retry tokens from NEW_TOKEN tokens and from tokens it never issued (RFC
-// 9000 §8.1.3: "Tokens provided with NEW_TOKEN frames and Retry packets
-// can be distinguished by servers").
-const retryTokenMark = 'R'
+// retryTokenMark starts every Retry token and addressTokenMark every
+// NEW_TOKEN token, so that the server tells them apart and from tokens it
+// never issued (RFC 9000 §8.1.3: "Tokens provided with NEW_TOKEN frames
+// and Retry packets can be distinguished by servers").
+const (
+	retryTokenMark   = 'R'
+	addressTokenMark = 'N'
+)
 
 // sendRetry answers an Initial without a token with a Retry (RFC 9000
 // §17.2.5).

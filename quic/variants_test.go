@@ -392,12 +392,21 @@ func (f *fixedTokens) Take(string) []byte {
 // take every token for a Retry token and drop the Initial, and the client
 // timed out (the retry variant's token-unknown-token warned).
 func TestRetryServerUnknownToken(t *testing.T) {
+	for _, tok := range []string{
+		"a token this server never issued, 48 bytes long.",
+		"N an expired or forged NEW_TOKEN token, 48 bytes",
+	} {
+		t.Run(tok[:1], func(t *testing.T) { retryServerToken(t, []byte(tok)) })
+	}
+}
+
+func retryServerToken(t *testing.T, tok []byte) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newMemNet(10 * time.Millisecond)
 		scfg := testServerConfig(t, "hq-interop")
 		scfg.RequireRetry = true
 		ccfg := testClientConfig(t, "hq-interop")
-		ccfg.TokenStore = &fixedTokens{tok: []byte("a token this server never issued, 48 bytes long.")}
+		ccfg.TokenStore = &fixedTokens{tok: tok}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		sep, err := NewEndpoint(n.listen(testServerAddr), scfg)
