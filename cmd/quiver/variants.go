@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quiver-quic/quiver/conformance"
 	"github.com/quiver-quic/quiver/conformance/variants"
 )
 
@@ -64,7 +63,6 @@ func joinNames() string {
 }
 
 func runVariants(ctx context.Context, env *cmdEnv, o *variantsOpts) error {
-	conformance.ToolVersion = version
 	var targets []variants.Target
 	for _, n := range splitList(o.names) {
 		if n == "*" {
@@ -84,7 +82,7 @@ func runVariants(ctx context.Context, env *cmdEnv, o *variantsOpts) error {
 		}
 		targets = append(targets, t)
 	}
-	opts := variants.Options{Parallel: o.parallel, Timeout: o.timeout, ReportDir: o.jsonDir,
+	opts := variants.Options{Parallel: o.parallel, Timeout: o.timeout, ReportDir: o.jsonDir, ToolVersion: version,
 		ServerScenarios: patterns(o.serverScenarios), ClientScenarios: patterns(o.clientScenarios),
 		Log: func(format string, args ...any) { fmt.Fprintf(env.stderr, format+"\n", args...) }}
 	server, client := targets, targets

@@ -32,6 +32,8 @@ type Options struct {
 	// ReportDir, when set, receives each suite run's JSON report
 	// (ROLE-TARGET.json).
 	ReportDir string
+	// ToolVersion is written into the reports (conformance.Options).
+	ToolVersion string
 }
 
 // Column is one suite run of the matrix.
@@ -101,7 +103,7 @@ func Run(ctx context.Context, opts Options) (*Matrix, error) {
 		return nil, err
 	}
 	suiteOpts := func(role conformance.Role) conformance.Options {
-		o := conformance.Options{Parallel: opts.Parallel, Timeout: opts.Timeout}
+		o := conformance.Options{Parallel: opts.Parallel, Timeout: opts.Timeout, ToolVersion: opts.ToolVersion}
 		if role == conformance.ServerRole {
 			o.Scenarios = opts.ServerScenarios
 		} else {
