@@ -80,6 +80,11 @@ func newDatagram() *datagram { return datagramPool.Get().(*datagram) }
 func (d *datagram) release() {
 	d.b = nil
 	d.ep = nil
+	// The pools are shared by every endpoint of the process: a datagram
+	// read from a socket that carries no ECN (a plain net.PacketConn)
+	// must not keep the mark of the last one that did.
+	d.ecn = 0
+	d.addr = netip.AddrPort{}
 	if x := d.rx; x != nil {
 		// A header that lives in x is x's again after unref: nothing
 		// touches d after it.
@@ -515,6 +520,7 @@ func (e *Endpoint) readLoop() {
 			d.ecn = parseECN(oob[:oobn])
 		} else {
 			var a net.Addr
+			d.ecn = 0 // a plain PacketConn carries no ECN
 			n, a, err = e.pc.ReadFrom(d.buf)
 			if ua, ok := a.(*net.UDPAddr); ok {
 				d.addr = ua.AddrPort()

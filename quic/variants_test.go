@@ -487,3 +487,22 @@ func TestOneByteCIDsManyConnections(t *testing.T) {
 		}
 	})
 }
+
+// TestDatagramPoolForgetsECN: a datagram taken from the process-wide pool
+// carries no ECN mark from its last use. An endpoint on a plain
+// net.PacketConn, which cannot read marks, reported the marks of other
+// endpoints' datagrams as its own (conformance's ECN scenarios saw ECN
+// counts from a server that could not see ECN when other tests ran
+// beside them).
+func TestDatagramPoolForgetsECN(t *testing.T) {
+	for range 64 {
+		d := newDatagram()
+		d.ecn = 2
+		d.release()
+	}
+	d := newDatagram()
+	defer d.release()
+	if d.ecn != 0 {
+		t.Fatalf("a fresh datagram from the pool carries ECN %d", d.ecn)
+	}
+}
