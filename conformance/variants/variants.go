@@ -107,12 +107,7 @@ var All = []*Variant{
 		Edit:   func(c *quic.Config) { c.DisablePacing = true }},
 	{Name: "key-update-100", RFC: "RFC 9001 §6", Server: true, Client: true,
 		Quote: "Once the handshake is confirmed, an endpoint MAY initiate a key update.",
-		Edit: func(c *quic.Config) {
-			if c.Probe == nil {
-				c.Probe = &quic.Probe{}
-			}
-			c.Probe.KeyUpdateInterval = 100
-		}},
+		Edit:  func(c *quic.Config) { c.KeyUpdateInterval = 100 }},
 	{Name: "slow-server", RFC: "RFC 9002 §6.2.2", Server: true, Delay: 50 * time.Millisecond,
 		Quote: "When no previous RTT is available, the initial RTT SHOULD be set to 333 milliseconds."},
 	{Name: "slow-client", RFC: "RFC 9002 §6.2.2", Client: true, Delay: 50 * time.Millisecond,
@@ -133,7 +128,7 @@ var configText = map[string]string{
 	"iw-32":               "InitialWindowPackets = 32",
 	"newreno":             "Congestion = NewReno (default Cubic)",
 	"no-pacing":           "DisablePacing",
-	"key-update-100":      "Probe.KeyUpdateInterval = 100",
+	"key-update-100":      "KeyUpdateInterval = 100",
 	"slow-server":         "50 ms one-way delay on the server's datagrams (its socket holds each back)",
 	"slow-client":         "50 ms one-way delay on the client's datagrams (netem relay)",
 }
