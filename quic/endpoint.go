@@ -84,7 +84,6 @@ func (d *datagram) release() {
 	// read from a socket that carries no ECN (a plain net.PacketConn)
 	// must not keep the mark of the last one that did.
 	d.ecn = 0
-	d.addr = netip.AddrPort{}
 	if x := d.rx; x != nil {
 		// A header that lives in x is x's again after unref: nothing
 		// touches d after it.
@@ -422,6 +421,11 @@ func (e *Endpoint) claimCID(n int, c *Conn) []byte {
 // freeCID returns a connection ID of n bytes that routes to no connection
 // now (or a random one after a few tries); the caller registers it.
 func (e *Endpoint) freeCID(n int) []byte {
+	if n == 0 {
+		// Zero-length IDs route by address (RFC 9000 §5.1): nothing to
+		// choose (an empty, non-nil ID, as before).
+		return newCID(0)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var cid []byte
