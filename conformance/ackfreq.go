@@ -73,14 +73,14 @@ func runAFReorderingThreshold(ctx context.Context, t *T) {
 		if len(missing) == 0 {
 			t.Fact("ackfreq.reorder-early-acks", extra)
 			t.Pass("window", req, fmt.Sprintf("With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 drew immediate ACKs on 5, 9 and 10 (ACKs with Largest Acknowledged %v; extra early ACKs, allowed: %v).", largest, extra),
-				append(events(Trigger, af), events(Response, acks...)...)...)
+				evidence(events(Trigger, af), events(Response, acks...))...)
 			return
 		}
 		lastMissing, lastExtra, lastTrig = missing, extra, trig
 		rc.Receive(ctx, 100*time.Millisecond, nil)
 	}
 	t.Warn("window", req, fmt.Sprintf("With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 (5 ms apart, twice) drew no immediate ACK on %v, where the reordering window is exceeded (ACKs beyond those: %v).", lastMissing, lastExtra),
-		append(events(Trigger, af), events(Trigger, lastTrig...)...)...)
+		evidence(events(Trigger, af), events(Trigger, lastTrig...))...)
 }
 
 func runAFCEImmediate(ctx context.Context, t *T) {
@@ -122,10 +122,10 @@ func runAFCEImmediate(ctx context.Context, t *T) {
 	}
 	t.Fact("ackfreq.ce-ack-delays", fmt.Sprint(delays))
 	if prompt >= 2 {
-		t.Pass("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, the CE-marked packet after four ECT(0) ones was acknowledged within %v in %d of 3 runs (delays %v).", t.immediate().Round(time.Millisecond), prompt, delays), append(events(Trigger, af), events(Trigger, marked...)...)...)
+		t.Pass("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, the CE-marked packet after four ECT(0) ones was acknowledged within %v in %d of 3 runs (delays %v).", t.immediate().Round(time.Millisecond), prompt, delays), evidence(events(Trigger, af), events(Trigger, marked...))...)
 		return
 	}
-	t.Warn("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, a CE-marked packet after four ECT(0) ones was acknowledged within %v in only %d of 3 runs (delays %v); acknowledge the first CE mark at once.", t.immediate().Round(time.Millisecond), prompt, delays), append(events(Trigger, af), events(Trigger, marked...)...)...)
+	t.Warn("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, a CE-marked packet after four ECT(0) ones was acknowledged within %v in only %d of 3 runs (delays %v); acknowledge the first CE mark at once.", t.immediate().Round(time.Millisecond), prompt, delays), evidence(events(Trigger, af), events(Trigger, marked...))...)
 }
 
 // Family H: the ACK frequency extension (docs/scenarios.md). The sequences of
@@ -370,7 +370,7 @@ func runAFStaleSequence(ctx context.Context, t *T) {
 	}
 	switch {
 	case held == len(delays):
-		t.Fail("ignored", req, fmt.Sprintf("After a stale ACK_FREQUENCY (sequence 3, threshold 20, 100 ms, after sequence 5 with threshold 0) bursts of ten were acknowledged only after %v: the server applied the stale frame.", delays), append(events(Trigger, stale), events(Context, last...)...)...)
+		t.Fail("ignored", req, fmt.Sprintf("After a stale ACK_FREQUENCY (sequence 3, threshold 20, 100 ms, after sequence 5 with threshold 0) bursts of ten were acknowledged only after %v: the server applied the stale frame.", delays), evidence(events(Trigger, stale), events(Context, last...))...)
 	case prompt == len(delays):
 		t.Pass("ignored", req, fmt.Sprintf("After a stale ACK_FREQUENCY the server still acknowledged bursts at once (%v).", delays), events(Trigger, stale)...)
 	default:
@@ -397,7 +397,7 @@ func runAFReorderZero(ctx context.Context, t *T) {
 	}
 	req := t.sc.Requirements[0]
 	if early >= 2 {
-		t.Warn("no-immediate", req, fmt.Sprintf("With Reordering Threshold 0, packets with gaps still drew an ACK within 20 ms in %d of 3 runs (four packets, below the threshold of 9).", early), append(events(Trigger, lastN(trig, 4)...), events(Response, resp...)...)...)
+		t.Warn("no-immediate", req, fmt.Sprintf("With Reordering Threshold 0, packets with gaps still drew an ACK within 20 ms in %d of 3 runs (four packets, below the threshold of 9).", early), evidence(events(Trigger, lastN(trig, 4)...), events(Response, resp...))...)
 		return
 	}
 	t.Pass("no-immediate", req, fmt.Sprintf("With Reordering Threshold 0, gaps did not trigger immediate ACKs (%d of 3 runs had an early ACK).", early), events(Trigger, lastN(trig, 4)...)...)

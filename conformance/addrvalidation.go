@@ -460,16 +460,16 @@ func runRetryTokenStale(ctx context.Context, t *T) {
 	ps := received(t.rec.snapshot(), rc.trace.id, mark)
 	after := fmt.Sprintf("%v after the Retry", trig.at.Sub(retryP.at).Round(time.Millisecond))
 	if rs := t.retriesSince(rc, mark); len(rs) > 0 {
-		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token drew another Retry instead of the handshake.", after), append(events(Trigger, trig), events(Response, rs[0])...)...)
+		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token drew another Retry instead of the handshake.", after), evidence(events(Trigger, trig), events(Response, rs[0]))...)
 		return
 	}
 	if cl := firstClose(ps); cl != nil {
 		cc := cl.closeFrame()
-		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token was refused with %s.", after, closeCode(cc)), append(events(Trigger, trig), events(Response, cl)...)...)
+		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token was refused with %s.", after, closeCode(cc)), evidence(events(Trigger, trig), events(Response, cl))...)
 		return
 	}
 	if rc.serverSCID != nil {
-		t.Warn("refused", req, fmt.Sprintf("Replayed %s, the Retry token was still accepted: the server went on with the handshake; accept Retry tokens only for a short time.", after), append(events(Trigger, trig), events(Response, lastN(ps, 2)...)...)...)
+		t.Warn("refused", req, fmt.Sprintf("Replayed %s, the Retry token was still accepted: the server went on with the handshake; accept Retry tokens only for a short time.", after), evidence(events(Trigger, trig), events(Response, lastN(ps, 2)...))...)
 		return
 	}
 	t.requireControl(ctx, fmt.Sprintf("Nothing came back to the token replayed %s", after))

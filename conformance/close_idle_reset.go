@@ -34,10 +34,10 @@ func runCloseDrainingSilence(ctx context.Context, t *T) {
 		}
 	}
 	if len(other) > 0 {
-		t.Fail("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d more packet(s) (first: %s) instead of draining in silence.", len(other), other[0].ev.PacketType), append(events(Trigger, trig), events(Response, lastN(other, 3)...)...)...)
+		t.Fail("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d more packet(s) (first: %s) instead of draining in silence.", len(other), other[0].ev.PacketType), evidence(events(Trigger, trig), events(Response, lastN(other, 3)...))...)
 		return
 	}
-	t.Pass("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d closing packet(s) and then nothing for 3 PTO, while PINGs kept arriving.", len(closes)), append(events(Trigger, trig), events(Response, closes...)...)...)
+	t.Pass("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d closing packet(s) and then nothing for 3 PTO, while PINGs kept arriving.", len(closes)), evidence(events(Trigger, trig), events(Response, closes...))...)
 }
 
 func runCloseReasonUTF8(ctx context.Context, t *T) {
@@ -88,7 +88,7 @@ func runIdleMin3PTO(ctx context.Context, t *T) {
 		rc.Receive(ctx, t.PTO(), nil)
 		ps := t.rec.snapshot()
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass("alive", req, fmt.Sprintf("After 1.5 PTO of silence with max_idle_timeout = 1 ms, the server still acknowledged a PING."), append(events(Trigger, pg), events(Response, a)...)...)
+			t.Pass("alive", req, fmt.Sprintf("After 1.5 PTO of silence with max_idle_timeout = 1 ms, the server still acknowledged a PING."), evidence(events(Trigger, pg), events(Response, a))...)
 			return
 		}
 		for _, p := range received(ps, rc.trace.id, mark) {
@@ -542,10 +542,10 @@ func runSRHonoured(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	if len(after) > 0 {
 		t.Fail("draining", req, fmt.Sprintf("After a stateless reset carrying the token of the tester's sequence-1 connection ID (which the server used), the server sent %d more packet(s) (acknowledging a later PING or over one PTO after the reset), the first %v after it.", len(after), after[0].at.Sub(rs.at).Round(time.Millisecond)),
-			append(events(Trigger, ncid, rs), events(Response, lastN(after, 3)...)...)...)
+			evidence(events(Trigger, ncid, rs), events(Response, lastN(after, 3)...))...)
 		return
 	}
-	t.Pass("draining", req, fmt.Sprintf("After the stateless reset the server sent nothing more for %v while the tester kept sending PINGs.", t.Settle().Round(time.Millisecond)), append(events(Trigger, ncid, rs), events(Context, used)...)...)
+	t.Pass("draining", req, fmt.Sprintf("After the stateless reset the server sent nothing more for %v while the tester kept sending PINGs.", t.Settle().Round(time.Millisecond)), evidence(events(Trigger, ncid, rs), events(Context, used))...)
 }
 
 // foreignOutcome judges one variant of sr-foreign-token-ignored:
@@ -591,7 +591,7 @@ func runSRForeignToken(ctx context.Context, t *T) {
 		// Decrypted packets only: a stateless reset from a server that
 		// dropped the connection is not the connection going on.
 		answered := slices.ContainsFunc(received(ps, rc.trace.id, mark), func(p *packet) bool { return p.space >= 0 })
-		trig := append(events(Context, evs...), events(Trigger, rs)...)
+		trig := evidence(events(Context, evs...), events(Trigger, rs))
 		switch foreignOutcome(ok, ack != nil, answered) {
 		case Pass:
 			t.Pass(name, req, fmt.Sprintf("%s: the server ignored a stateless reset carrying that ID's token and acknowledged a later PING.", why), append(trig, events(Response, ack)...)...)
@@ -718,7 +718,7 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	t.Fact("close.closing-answers", map[string]int{"burst": len(pings), "closes-to-burst": closes, "other-to-burst": other, "later-pings": later, "answers-to-later": len(afterBurst), "identical-repeats": identical})
 	v, sentence := judgeClosingRate(len(pings), closes)
 	sentence += fmt.Sprintf(" Answers to %d later PINGs over the next 800 ms: %d; repeats identical to the first closing datagram: %d.", later, len(afterBurst), identical)
-	evs := append(events(Trigger, trig, pings[0], pings[len(pings)-1]), events(Response, append([]*packet{cl}, lastN(inBurst, 3)...)...)...)
+	evs := evidence(events(Trigger, trig, pings[0], pings[len(pings)-1]), events(Response, append([]*packet{cl}, lastN(inBurst, 3)...)...))
 	if v == Warn {
 		t.Warn("rate", reqClosingRate, sentence, evs...)
 		return
@@ -910,7 +910,7 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	unopened := t.recoverCloses(rc.trace, t.markTime(mark))
 	in, hs, app := closesBySpace(received(t.rec.snapshot(), rc.trace.id, mark))
 	if in == nil && hs == nil && app == nil && len(unopened) > 0 {
-		t.Inconclusive(unopenedSentence("server", unopened), append(events(Trigger, trig), unopenedEvents(t.started, unopened)...)...)
+		t.Inconclusive(unopenedSentence("server", unopened), evidence(events(Trigger, trig), unopenedEvents(t.started, unopened))...)
 	}
 	if in == nil && hs == nil && app == nil {
 		// Did the connection go on? Finish the handshake.
@@ -920,7 +920,7 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 		// An acknowledgment proves the packet was processed (RFC 9000
 		// §13.1); a server that dropped it unread is not judged.
 		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 0, trig.pn); rc.confirmed && a != nil {
-			t.Fail("close", reqFrameNotPermitted, "The server acknowledged an Initial packet carrying a STREAM frame and completed the handshake instead of closing with PROTOCOL_VIOLATION.", append(events(Trigger, trig), events(Response, a)...)...)
+			t.Fail("close", reqFrameNotPermitted, "The server acknowledged an Initial packet carrying a STREAM frame and completed the handshake instead of closing with PROTOCOL_VIOLATION.", evidence(events(Trigger, trig), events(Response, a))...)
 			return
 		}
 		if rc.confirmed {
@@ -936,9 +936,9 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	}
 	cc := first.closeFrame()
 	if !cc.Application && cc.ErrorCode == uint64(wire.ProtocolViolation) {
-		t.Pass("close", reqFrameNotPermitted, "The server closed with PROTOCOL_VIOLATION after an Initial packet carrying a STREAM frame.", append(events(Trigger, trig), events(Response, first)...)...)
+		t.Pass("close", reqFrameNotPermitted, "The server closed with PROTOCOL_VIOLATION after an Initial packet carrying a STREAM frame.", evidence(events(Trigger, trig), events(Response, first))...)
 	} else {
-		t.Warn("close", reqMostAppropriate, fmt.Sprintf("The server closed after an Initial packet carrying a STREAM frame, but with %s instead of PROTOCOL_VIOLATION; use the specific code.", closeCode(cc)), append(events(Trigger, trig), events(Response, first)...)...)
+		t.Warn("close", reqMostAppropriate, fmt.Sprintf("The server closed after an Initial packet carrying a STREAM frame, but with %s instead of PROTOCOL_VIOLATION; use the specific code.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, first))...)
 	}
 	levels := func() string {
 		var ls []string

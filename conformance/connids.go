@@ -183,7 +183,7 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	}
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("accepted", req, fmt.Sprintf("The server answered packets addressed to its sequence-%d connection ID with a stateless reset.", spare.SequenceNumber), append(events(Trigger, packetsOf(trig)...), events(Response, p)...)...)
+			t.Fail("accepted", req, fmt.Sprintf("The server answered packets addressed to its sequence-%d connection ID with a stateless reset.", spare.SequenceNumber), evidence(events(Trigger, packetsOf(trig)...), events(Response, p))...)
 			return
 		}
 	}
@@ -192,7 +192,7 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	m2 := t.mark()
 	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	if a := rc.receiveUntil(ctx, t.PTO()*2, m2, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, pg.pn) != nil }); a != nil {
-		t.Fail("accepted", req, fmt.Sprintf("The server ignored packets addressed to its sequence-%d connection ID (%v) while it still acknowledges its sequence-0 ID.", spare.SequenceNumber, err), append(events(Trigger, packetsOf(trig)...), events(Response, a)...)...)
+		t.Fail("accepted", req, fmt.Sprintf("The server ignored packets addressed to its sequence-%d connection ID (%v) while it still acknowledges its sequence-0 ID.", spare.SequenceNumber, err), evidence(events(Trigger, packetsOf(trig)...), events(Response, a))...)
 		return
 	}
 	t.Inconclusive(fmt.Sprintf("The server answered neither on its new connection ID (%v) nor on the old one afterwards.", err), events(Trigger, packetsOf(trig)...)...)
@@ -219,7 +219,7 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 		return false
 	})
 	if p != nil {
-		t.Pass("replacement", req, fmt.Sprintf("After the tester retired sequence 0, the server issued a new connection ID above sequence %d.", maxSeq), append(events(Trigger, trig), events(Response, p)...)...)
+		t.Pass("replacement", req, fmt.Sprintf("After the tester retired sequence 0, the server issued a new connection ID above sequence %d.", maxSeq), evidence(events(Trigger, trig), events(Response, p))...)
 		return
 	}
 	if rc.peerClosed {
@@ -240,12 +240,12 @@ func runCIDRetireCurrent(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 		t.Fact("cid.retire-current", "close "+closeCode(cl.closeFrame()))
-		t.Observe("reaction", fmt.Sprintf("The server closed with %s when a packet retired its own connection ID (allowed).", closeCode(cl.closeFrame())), append(events(Trigger, trig), events(Response, cl)...)...)
+		t.Observe("reaction", fmt.Sprintf("The server closed with %s when a packet retired its own connection ID (allowed).", closeCode(cl.closeFrame())), evidence(events(Trigger, trig), events(Response, cl))...)
 		return
 	}
 	if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
 		t.Fact("cid.retire-current", "ignored")
-		t.Observe("reaction", "The server went on after a packet retired its own connection ID.", append(events(Trigger, trig), events(Response, a)...)...)
+		t.Observe("reaction", "The server went on after a packet retired its own connection ID.", evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
 	t.Inconclusive("After the tester retired the connection ID of the very packet, the server neither closed nor acknowledged a later PING.", events(Trigger, trig, pg)...)
@@ -312,11 +312,11 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 	late := sent.Add(t.PTO() + t.RTT())
 	for _, p := range received(ps, rc.trace.id, mark) {
 		if p.space == 2 && p.at.After(late) && bytes.Equal(p.dcid, old) {
-			t.Fail("stopped", req, fmt.Sprintf("The server retired sequence 0 but still addressed packets to it (%x) %v after the tester's Retire Prior To.", old, p.at.Sub(sent).Round(time.Millisecond)), append(events(Trigger, trig), events(Response, retire, p)...)...)
+			t.Fail("stopped", req, fmt.Sprintf("The server retired sequence 0 but still addressed packets to it (%x) %v after the tester's Retire Prior To.", old, p.at.Sub(sent).Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, retire, p))...)
 			return
 		}
 	}
-	t.Pass("retired", req, fmt.Sprintf("The server retired sequence 0 and moved its packets to %x.", cid), append(events(Trigger, trig), events(Response, retire)...)...)
+	t.Pass("retired", req, fmt.Sprintf("The server retired sequence 0 and moved its packets to %x.", cid), evidence(events(Trigger, trig), events(Response, retire))...)
 }
 
 func runCIDDuplicateFrame(ctx context.Context, t *T) {
@@ -340,12 +340,12 @@ func runCIDDuplicateFrame(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Fail("tolerated", req, fmt.Sprintf("The server closed with %s after receiving the same NEW_CONNECTION_ID frame three times.", closeCode(cl.closeFrame())), append(events(Trigger, trig...), events(Response, cl)...)...)
+		t.Fail("tolerated", req, fmt.Sprintf("The server closed with %s after receiving the same NEW_CONNECTION_ID frame three times.", closeCode(cl.closeFrame())), evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	for _, pg := range pings {
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass("tolerated", req, "The server kept the connection open and acknowledged later PINGs after the same NEW_CONNECTION_ID frame arrived three times.", append(events(Trigger, trig...), events(Response, a)...)...)
+			t.Pass("tolerated", req, "The server kept the connection open and acknowledged later PINGs after the same NEW_CONNECTION_ID frame arrived three times.", evidence(events(Trigger, trig...), events(Response, a))...)
 			return
 		}
 	}

@@ -142,7 +142,7 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	}
 	r := t.sc.Requirements[0]
 	if v != nil {
-		t.Fail("within-limit", r, fmt.Sprintf("Against a %s, %s.", what, v), append(events(Trigger, g1, g2), events(Response, v.p)...)...)
+		t.Fail("within-limit", r, fmt.Sprintf("Against a %s, %s.", what, v), evidence(events(Trigger, g1, g2), events(Response, v.p))...)
 		return
 	}
 	if total == 0 {
@@ -225,7 +225,7 @@ func runFCBlockedSignalled(ctx context.Context, t *T) {
 			continue
 		}
 		signalled++
-		t.Pass(kind+"-blocked", r, fmt.Sprintf("Blocked by the tester's %s limit of %d bytes, the server signalled it (%d packets with BLOCKED frames during the stall).", kind, ph.limit, len(bl)), append(events(Context, stallPkt), events(Response, within[0])...)...)
+		t.Pass(kind+"-blocked", r, fmt.Sprintf("Blocked by the tester's %s limit of %d bytes, the server signalled it (%d packets with BLOCKED frames during the stall).", kind, ph.limit, len(bl)), evidence(events(Context, stallPkt), events(Response, within[0]))...)
 	}
 	if stalls == 0 {
 		t.Inconclusive("The server was never blocked by the tester's limits.")

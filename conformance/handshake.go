@@ -114,14 +114,14 @@ func runHSInitialTooSmall(ctx context.Context, t *T) {
 	if len(a.closes) > 0 {
 		cc := a.closes[0].closeFrame()
 		if !cc.Application && cc.ErrorCode == uint64(wire.ProtocolViolation) {
-			t.Pass("discard", req, "The server closed the connection with PROTOCOL_VIOLATION, as §14.1 allows for an undersized Initial.", append(events(Trigger, trig), events(Response, a.closes[0])...)...)
+			t.Pass("discard", req, "The server closed the connection with PROTOCOL_VIOLATION, as §14.1 allows for an undersized Initial.", evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 			return
 		}
-		t.Observe("discard", fmt.Sprintf("The server closed the connection with %s rather than dropping the undersized Initial; §14.1 names PROTOCOL_VIOLATION.", closeCode(cc)), append(events(Trigger, trig), events(Response, a.closes[0])...)...)
+		t.Observe("discard", fmt.Sprintf("The server closed the connection with %s rather than dropping the undersized Initial; §14.1 names PROTOCOL_VIOLATION.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 		return
 	}
 	if len(a.handshake) > 0 {
-		t.Fail("discard", req, fmt.Sprintf("The server processed an Initial carried in a %d-byte datagram: it answered with %d Initial/Handshake packet(s) instead of discarding it.", trig.ev.Size, len(a.handshake)), append(events(Trigger, trig), events(Response, lastN(a.handshake, 2)...)...)...)
+		t.Fail("discard", req, fmt.Sprintf("The server processed an Initial carried in a %d-byte datagram: it answered with %d Initial/Handshake packet(s) instead of discarding it.", trig.ev.Size, len(a.handshake)), evidence(events(Trigger, trig), events(Response, lastN(a.handshake, 2)...))...)
 		return
 	}
 	if t.datagramsReceived(rc.trace.id) > 0 {
@@ -142,9 +142,9 @@ func runHSDCIDTooLong(ctx context.Context, t *T) {
 	switch {
 	case len(a.handshake) > 0 || len(a.closes) > 0:
 		resp := append(a.handshake, a.closes...)
-		t.Fail("drop", req, "The server answered a v1 Initial whose Destination Connection ID is 21 bytes long with Initial or Handshake packets instead of dropping it.", append(events(Trigger, trig), events(Response, lastN(resp, 2)...)...)...)
+		t.Fail("drop", req, "The server answered a v1 Initial whose Destination Connection ID is 21 bytes long with Initial or Handshake packets instead of dropping it.", evidence(events(Trigger, trig), events(Response, lastN(resp, 2)...))...)
 	case len(a.vn) > 0:
-		t.Observe("drop", "The server answered the 21-byte Destination Connection ID with Version Negotiation.", append(events(Trigger, trig), events(Response, a.vn[0])...)...)
+		t.Observe("drop", "The server answered the 21-byte Destination Connection ID with Version Negotiation.", evidence(events(Trigger, trig), events(Response, a.vn[0]))...)
 	case t.datagramsReceived(rc.trace.id) > 0:
 		t.Check("drop", Inconclusive, req, "The server answered with datagrams the tester could not read.", events(Trigger, trig)...)
 	default:
@@ -241,7 +241,7 @@ func runHSCIDAuthentication(ctx context.Context, t *T) {
 		t.Inconclusive("The tester did not see both its first Initial and a server Initial.")
 	}
 	reqMatch, reqAbsent := t.sc.Requirements[0], t.sc.Requirements[1]
-	ev := append(events(Trigger, firstInitial), events(Response, serverInitial)...)
+	ev := evidence(events(Trigger, firstInitial), events(Response, serverInitial))
 	ok := true
 	if !tp.HasOriginalDestinationConnectionID {
 		t.Fail("odcid", reqAbsent, "The server's transport parameters lack original_destination_connection_id.", ev...)
@@ -415,7 +415,7 @@ func runHSStrayHandshake(ctx context.Context, t *T) {
 	}
 	for _, q := range rcv {
 		if q.ev.PacketType != "unparsed" || q == p {
-			t.Warn("ignore", reqIgnore, fmt.Sprintf("The server answered a stray Handshake packet with a %s packet instead of ignoring it.", q.ev.PacketType), append(events(Trigger, p), events(Response, q)...)...)
+			t.Warn("ignore", reqIgnore, fmt.Sprintf("The server answered a stray Handshake packet with a %s packet instead of ignoring it.", q.ev.PacketType), evidence(events(Trigger, p), events(Response, q))...)
 			return
 		}
 	}
@@ -431,9 +431,9 @@ func runHSPaddingOnly(ctx context.Context, t *T) {
 	a := classify(t.rec.snapshot(), rc.trace.id)
 	switch {
 	case len(a.closes) > 0:
-		t.Observe("answer", "The server closed the connection: "+closeCode(a.closes[0].closeFrame())+".", append(events(Trigger, trig), events(Response, a.closes[0])...)...)
+		t.Observe("answer", "The server closed the connection: "+closeCode(a.closes[0].closeFrame())+".", evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 	case len(a.handshake) > 0:
-		t.Observe("answer", "The server answered the padding-only Initial (acknowledged it or sent handshake packets).", append(events(Trigger, trig), events(Response, a.handshake[0])...)...)
+		t.Observe("answer", "The server answered the padding-only Initial (acknowledged it or sent handshake packets).", evidence(events(Trigger, trig), events(Response, a.handshake[0]))...)
 	default:
 		t.Observe("answer", "The server dropped the padding-only Initial.", events(Trigger, trig)...)
 	}
@@ -537,7 +537,7 @@ func runHSHandshakeDoneNotEarly(ctx context.Context, t *T) {
 		}
 		t.Fail("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE while the tester was still holding back its Finished (%v hold); it cannot have completed the handshake.", hold.Round(time.Millisecond)), evs...)
 	case hd != nil:
-		t.Pass("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE %v after the tester's Finished, which the tester held back for %v.", hd.at.Sub(fin.at).Round(time.Microsecond), hold.Round(time.Millisecond)), append(events(Context, fin), events(Response, hd)...)...)
+		t.Pass("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE %v after the tester's Finished, which the tester held back for %v.", hd.at.Sub(fin.at).Round(time.Microsecond), hold.Round(time.Millisecond)), evidence(events(Context, fin), events(Response, hd))...)
 	case fin == nil:
 		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
 	default:
@@ -581,7 +581,7 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	if r := repeated(ps); r != nil {
 		t.Pass("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE; the server sent the frame again in packet %d, %v later.", withheld.pn, r.pn, r.at.Sub(withheld.at).Round(time.Millisecond)),
-			append(events(Trigger, withheld), events(Response, r)...)...)
+			evidence(events(Trigger, withheld), events(Response, r))...)
 		return
 	}
 	var later []*packet
@@ -594,7 +594,7 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server sent nothing after the packet carrying HANDSHAKE_DONE within %v.", t.Settle().Round(time.Millisecond)), events(Trigger, withheld)...)
 	}
 	t.Fail("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE, but acknowledged the server's later packets; over %v the server sent %d more 1-RTT packets and never repeated HANDSHAKE_DONE.", withheld.pn, t.Settle().Round(time.Millisecond), len(later)),
-		append(events(Trigger, withheld), events(Response, lastN(later, 3)...)...)...)
+		evidence(events(Trigger, withheld), events(Response, lastN(later, 3)...))...)
 }
 
 // scidChange is what a second Initial with another Source Connection ID
@@ -738,7 +738,7 @@ func (t *T) reportReassembly(r reassembly, flight []*packet, chLen int, err erro
 	case len(r.unacked) == 0 && len(flight) > 0 && !r.answered:
 		t.Fail("reassembly", req, fmt.Sprintf("The server acknowledged all of %s but sent no handshake within %v: it dropped out-of-order CRYPTO data instead of buffering it.", what, t.Settle().Round(time.Millisecond)), events(Trigger, flight...)...)
 	default:
-		t.Inconclusive(fmt.Sprintf("The handshake after %s did not complete (%v), and the server did not acknowledge every packet of it.", what, err), append(events(Trigger, flight...), events(Context, lastN(answers, 4)...)...)...)
+		t.Inconclusive(fmt.Sprintf("The handshake after %s did not complete (%v), and the server did not acknowledge every packet of it.", what, err), evidence(events(Trigger, flight...), events(Context, lastN(answers, 4)...))...)
 	}
 }
 

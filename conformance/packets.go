@@ -33,15 +33,15 @@ func runPktCryptoLargeGap(ctx context.Context, t *T) {
 		cc := cl.closeFrame()
 		t.Fact("crypto.gap-reaction", "close "+closeCode(cc))
 		if !cc.Application && cc.ErrorCode == uint64(wire.CryptoBufferExceeded) {
-			t.Pass("reaction", req, "The server closed with CRYPTO_BUFFER_EXCEEDED, one of the two reactions §7.5 allows.", append(events(Trigger, trig), events(Response, cl)...)...)
+			t.Pass("reaction", req, "The server closed with CRYPTO_BUFFER_EXCEEDED, one of the two reactions §7.5 allows.", evidence(events(Trigger, trig), events(Response, cl))...)
 		} else {
-			t.Observe("reaction", fmt.Sprintf("The server closed with %s; §7.5 names CRYPTO_BUFFER_EXCEEDED.", closeCode(cc)), append(events(Trigger, trig), events(Response, cl)...)...)
+			t.Observe("reaction", fmt.Sprintf("The server closed with %s; §7.5 names CRYPTO_BUFFER_EXCEEDED.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, cl))...)
 		}
 		return
 	}
 	if a := ackedBy(ps, c.ID(), spaceApp, trig.pn); a != nil {
 		t.Fact("crypto.gap-reaction", "discard and acknowledge")
-		t.Pass("reaction", req, "The server acknowledged the packet carrying a CRYPTO frame 1 MiB ahead and stayed open.", append(events(Trigger, trig), events(Response, a)...)...)
+		t.Pass("reaction", req, "The server acknowledged the packet carrying a CRYPTO frame 1 MiB ahead and stayed open.", evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
 	// Still open? A later PING tells.
@@ -97,9 +97,9 @@ func runPktDuplicate(ctx context.Context, t *T) {
 	case 0:
 		t.Check("once", Inconclusive, req, "No PATH_RESPONSE came back for the PATH_CHALLENGE sent twice.", events(Trigger, trig)...)
 	case 1:
-		t.Pass("once", req, "The server processed the duplicated packet once: exactly one PATH_RESPONSE came back.", append(events(Trigger, trig), events(Response, resp...)...)...)
+		t.Pass("once", req, "The server processed the duplicated packet once: exactly one PATH_RESPONSE came back.", evidence(events(Trigger, trig), events(Response, resp...))...)
 	default:
-		t.Fail("once", req, fmt.Sprintf("The server processed a duplicated packet twice: %d PATH_RESPONSE frames echo the same challenge.", len(resp)), append(events(Trigger, trig), events(Response, resp...)...)...)
+		t.Fail("once", req, fmt.Sprintf("The server processed a duplicated packet twice: %d PATH_RESPONSE frames echo the same challenge.", len(resp)), evidence(events(Trigger, trig), events(Response, resp...))...)
 	}
 }
 
@@ -121,7 +121,7 @@ func runPktCoalescedBadFirst(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
 	if a := ackedBy(ps, rc.trace.id, 2, pn); a != nil {
-		t.Pass("processed", req, "The server processed and acknowledged the 1-RTT packet that followed an undecryptable Handshake packet in the same datagram.", append(events(Trigger, trig), events(Response, a)...)...)
+		t.Pass("processed", req, "The server processed and acknowledged the 1-RTT packet that followed an undecryptable Handshake packet in the same datagram.", evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
 	for _, pg := range pings {
@@ -484,7 +484,7 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	if a := ackedBy(ps, rc.trace.id, spaceApp, probe.pn); a != nil {
 		t.Fact("coalescing.different-dcid", "processed")
-		t.Warn("ignored", req, fmt.Sprintf("The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.", spare.ConnectionID, rc.dcid), append(events(Trigger, probe), events(Response, a)...)...)
+		t.Warn("ignored", req, fmt.Sprintf("The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.", spare.ConnectionID, rc.dcid), evidence(events(Trigger, probe), events(Response, a))...)
 		return
 	}
 	if ackedBy(ps, rc.trace.id, spaceApp, later.pn) == nil || firstClose(received(ps, rc.trace.id, mark)) != nil {

@@ -212,7 +212,7 @@ func runPathChallengeEcho(ctx context.Context, t *T) {
 		// An acknowledgment proves the challenge was processed (RFC
 		// 9000 §13.1), so its missing answer is a violation, not silence.
 		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 2, trig.pn); a != nil {
-			t.Fail("echo", t.sc.Requirements[0], fmt.Sprintf("The server acknowledged the packet carrying the PATH_CHALLENGE but sent no PATH_RESPONSE within %v.", t.Settle().Round(time.Millisecond)), append(events(Trigger, trig), events(Response, a)...)...)
+			t.Fail("echo", t.sc.Requirements[0], fmt.Sprintf("The server acknowledged the packet carrying the PATH_CHALLENGE but sent no PATH_RESPONSE within %v.", t.Settle().Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, a))...)
 			return
 		}
 		t.Inconclusive(fmt.Sprintf("No PATH_RESPONSE arrived within %v of the PATH_CHALLENGE.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
@@ -225,21 +225,21 @@ func runPathChallengeEcho(ctx context.Context, t *T) {
 	t.Fact("path.response-delay-ms", float64(delay.Microseconds())/1000)
 	for _, fa := range rs {
 		if fa.f.(*wire.PathResponseFrame).Data != data {
-			t.Fail("echo", reqs[0], fmt.Sprintf("The server's PATH_RESPONSE carries %x, not the challenge's %x.", fa.f.(*wire.PathResponseFrame).Data, data), append(events(Trigger, trig), events(Response, fa.p)...)...)
+			t.Fail("echo", reqs[0], fmt.Sprintf("The server's PATH_RESPONSE carries %x, not the challenge's %x.", fa.f.(*wire.PathResponseFrame).Data, data), evidence(events(Trigger, trig), events(Response, fa.p))...)
 			return
 		}
 	}
-	t.Pass("echo", reqs[0], fmt.Sprintf("The server echoed the challenge data after %v.", delay.Round(time.Microsecond)), append(events(Trigger, trig), events(Response, resp)...)...)
+	t.Pass("echo", reqs[0], fmt.Sprintf("The server echoed the challenge data after %v.", delay.Round(time.Microsecond)), evidence(events(Trigger, trig), events(Response, resp))...)
 	if len(rs) > 1 {
-		t.Fail("once", reqs[4], fmt.Sprintf("The server sent %d PATH_RESPONSE frames for one PATH_CHALLENGE.", len(rs)), append(events(Trigger, trig), events(Response, packetsOf(rs)...)...)...)
+		t.Fail("once", reqs[4], fmt.Sprintf("The server sent %d PATH_RESPONSE frames for one PATH_CHALLENGE.", len(rs)), evidence(events(Trigger, trig), events(Response, packetsOf(rs)...))...)
 	}
 	if resp.datagram > 0 && resp.datagram < 1200 {
-		t.Fail("size", reqs[2], fmt.Sprintf("The server's PATH_RESPONSE came in a %d-byte datagram on the already validated path; expand it to 1200 bytes.", resp.datagram), append(events(Trigger, trig), events(Response, resp)...)...)
+		t.Fail("size", reqs[2], fmt.Sprintf("The server's PATH_RESPONSE came in a %d-byte datagram on the already validated path; expand it to 1200 bytes.", resp.datagram), evidence(events(Trigger, trig), events(Response, resp))...)
 	} else {
 		t.Pass("size", reqs[2], fmt.Sprintf("The PATH_RESPONSE datagram was %d bytes.", resp.datagram), events(Response, resp)...)
 	}
 	if delay > 2*t.PTO() {
-		t.Fail("no-delay", reqs[1], fmt.Sprintf("The PATH_RESPONSE came %v after the challenge, more than 2 PTO (%v) with nothing else in flight.", delay.Round(time.Millisecond), (2*t.PTO()).Round(time.Millisecond)), append(events(Trigger, trig), events(Response, resp)...)...)
+		t.Fail("no-delay", reqs[1], fmt.Sprintf("The PATH_RESPONSE came %v after the challenge, more than 2 PTO (%v) with nothing else in flight.", delay.Round(time.Millisecond), (2*t.PTO()).Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, resp))...)
 	}
 	for _, p := range received(ps, rc.trace.id, mark) {
 		if !isProbingOnly(p) && p.space == 2 {
@@ -258,14 +258,14 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 60})
 	req := t.sc.Requirements[0]
 	if resp := rc.receiveUntil(ctx, t.Settle(), mark, hasFrame[*wire.PathResponseFrame]()); resp != nil {
-		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size), append(events(Trigger, trig), events(Response, resp)...)...)
+		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size), evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
 	// Control: the same challenge in a full-size datagram.
 	m2 := t.mark()
 	ctl := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, shortOpts{PadTo: 1200})
 	if resp := rc.receiveUntil(ctx, t.Settle(), m2, hasFrame[*wire.PathResponseFrame]()); resp != nil {
-		t.Fail("answered", req, fmt.Sprintf("The server ignored a PATH_CHALLENGE in a %d-byte packet but answered the same challenge in a 1200-byte datagram.", trig.ev.Size), append(events(Trigger, trig, ctl), events(Response, resp)...)...)
+		t.Fail("answered", req, fmt.Sprintf("The server ignored a PATH_CHALLENGE in a %d-byte packet but answered the same challenge in a 1200-byte datagram.", trig.ev.Size), evidence(events(Trigger, trig, ctl), events(Response, resp))...)
 		return
 	}
 	t.Inconclusive("The server answered neither the small PATH_CHALLENGE nor a 1200-byte control challenge.", events(Trigger, trig, ctl)...)
@@ -320,10 +320,10 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	}
 	t.Fact("path.probe-new-port", map[string]bool{"server-probed-new-path": challenged, "non-probing-on-new-path": moved})
 	if resp.path != np {
-		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.paths[np].local.Port(), rc.paths[resp.path].local.Port()), append(events(Trigger, trig), events(Response, resp)...)...)
+		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.paths[np].local.Port(), rc.paths[resp.path].local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
-	t.Pass("path", reqs[0], "The PATH_RESPONSE went back to the new port the challenge came from.", append(events(Trigger, trig), events(Response, resp)...)...)
+	t.Pass("path", reqs[0], "The PATH_RESPONSE went back to the new port the challenge came from.", evidence(events(Trigger, trig), events(Response, resp))...)
 	if resp.datagram < 1200 {
 		// 1200 bytes received from the new path allow 3600 back.
 		t.Fail("size", reqs[1], fmt.Sprintf("The PATH_RESPONSE on the new path came in a %d-byte datagram although 1200 bytes from that path allow 3600 back.", resp.datagram), events(Response, resp)...)
@@ -414,7 +414,7 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 	var onNew, challenges []*packet
 	for _, p := range received(t.rec.snapshot(), rb.rc.trace.id, rb.mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("no-reset", reqs[1], "The server answered packets from the tester's new port with a stateless reset.", append(events(Trigger, rb.trig), events(Response, p)...)...)
+			t.Fail("no-reset", reqs[1], "The server answered packets from the tester's new port with a stateless reset.", evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 		if p.path == rb.np {
@@ -434,10 +434,10 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n), events(Trigger, rb.trig)...)
 	case len(challenges) == 0:
 		t.Fact("path.rebinding", "followed without validation")
-		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)), append(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...)...)...)
+		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
 	default:
 		t.Fact("path.rebinding", fmt.Sprintf("followed and validated; download complete: %v", rb.complete))
-		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)), append(events(Trigger, rb.trig), events(Response, challenges[0])...)...)
+		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
 	}
 }
 
@@ -466,7 +466,7 @@ func runPathChallengeDatagramSize(ctx context.Context, t *T) {
 		in := provenReceived(t.rec.snapshot(), rb.rc.trace.id, rb.mark, rb.np, rb.trig, p.at)
 		out, _ := t.datagramBytes(rb.rc.onPath(rb.np), false, p.at.Add(-time.Nanosecond))
 		if out+1200 <= 3*in {
-			t.Fail("size", req, fmt.Sprintf("The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).", p.datagram, in, out), append(events(Trigger, rb.trig), events(Response, p)...)...)
+			t.Fail("size", req, fmt.Sprintf("The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).", p.datagram, in, out), evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 	}
@@ -536,9 +536,9 @@ func runPathRebindingAmplification(ctx context.Context, t *T) {
 	case n == 0:
 		t.Inconclusive("The server sent nothing to the new port.", events(Trigger, rb.trig)...)
 	case out > 3*in:
-		t.Fail("limit", req, fmt.Sprintf("The server sent %d bytes in %d datagrams to the tester's unvalidated new port after receiving %d bytes from it (%.2f×); the limit is 3×.", out, n, in, float64(out)/float64(in)), append(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...)...)...)
+		t.Fail("limit", req, fmt.Sprintf("The server sent %d bytes in %d datagrams to the tester's unvalidated new port after receiving %d bytes from it (%.2f×); the limit is 3×.", out, n, in, float64(out)/float64(in)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
 	default:
-		t.Pass("limit", req, fmt.Sprintf("The server sent %d bytes to the unvalidated new port after receiving %d (%.2f×).", out, in, float64(out)/float64(in)), append(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...)...)...)
+		t.Pass("limit", req, fmt.Sprintf("The server sent %d bytes to the unvalidated new port after receiving %d (%.2f×).", out, in, float64(out)/float64(in)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
 	}
 }
 
@@ -562,7 +562,7 @@ func runPathOldPathValidated(ctx context.Context, t *T) {
 			followed = true
 		}
 		if p.path == 0 && p.has(wire.FrameTypePathChallenge) {
-			t.Pass("old-path", req, "After the migration the server sent a PATH_CHALLENGE on the previously active path.", append(events(Trigger, rb.trig), events(Response, p)...)...)
+			t.Pass("old-path", req, "After the migration the server sent a PATH_CHALLENGE on the previously active path.", evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 	}
@@ -592,7 +592,7 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("no-reset", req, "The server answered packets from a new port with a stateless reset although it still holds the connection.", append(events(Trigger, trig...), events(Response, p)...)...)
+			t.Fail("no-reset", req, "The server answered packets from a new port with a stateless reset although it still holds the connection.", evidence(events(Trigger, trig...), events(Response, p))...)
 			return
 		}
 	}
@@ -715,7 +715,7 @@ func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
 	}
 	m2 := t.mark()
 	if tok := rc.receiveUntil(ctx, t.Settle(), m2, hasFrame[*wire.NewTokenFrame]()); tok != nil {
-		t.Pass("new-token", req, "After validating the tester's new address the server sent a NEW_TOKEN.", append(events(Trigger, trig), events(Response, tok)...)...)
+		t.Pass("new-token", req, "After validating the tester's new address the server sent a NEW_TOKEN.", evidence(events(Trigger, trig), events(Response, tok))...)
 		return
 	}
 	t.Warn("new-token", req, fmt.Sprintf("The server validated the tester's new address but sent no NEW_TOKEN within %v; send a fresh token for the new address.", t.Settle().Round(time.Millisecond)), events(Trigger, trig, resp)...)
@@ -839,11 +839,11 @@ func runPrefAddrMigrate(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	if ch := pp.challenge(t); ch != nil {
 		t.Pass("probed", req, fmt.Sprintf("After the tester moved to the preferred address %v, the server probed the path towards it from there (fetch: %d bytes, %v).", pp.addr, len(body), errText(ferr)),
-			append(events(Trigger, pp.probe), events(Response, pp.resp, ch)...)...)
+			evidence(events(Trigger, pp.probe), events(Response, pp.resp, ch))...)
 		return
 	}
 	t.Fail("probed", req, fmt.Sprintf("The tester validated the preferred address %v and moved its traffic there, but the server never sent a PATH_CHALLENGE from it (fetch: %d bytes, %v).", pp.addr, len(body), errText(ferr)),
-		append(events(Trigger, pp.probe), events(Response, pp.resp)...)...)
+		evidence(events(Trigger, pp.probe), events(Response, pp.resp))...)
 }
 
 func errText(err error) string {
@@ -898,11 +898,11 @@ func runPrefAddrNoEarlySwitch(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	if bad := firstNonProbing(onPref); bad != nil {
 		t.Fail("original", req, fmt.Sprintf("The server sent a non-probing packet (%v) from its preferred address %v although the tester had sent only probing packets there.", bad.frameNames(), pp.addr),
-			append(events(Trigger, pp.probe), events(Response, bad)...)...)
+			evidence(events(Trigger, pp.probe), events(Response, bad))...)
 		return
 	}
 	t.Pass("original", req, fmt.Sprintf("For %v of probing only, the server sent %d probing-only packet(s) from its preferred address %v and its %d non-probing packet(s) from the original address.", t.Settle().Round(time.Millisecond), len(onPref), pp.addr, len(onOrig)),
-		append(events(Trigger, pp.probe), events(Response, pp.resp)...)...)
+		evidence(events(Trigger, pp.probe), events(Response, pp.resp))...)
 }
 
 func init() {

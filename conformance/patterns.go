@@ -207,12 +207,12 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 	for _, p := range rcv {
 		if p.ev.PacketType == "stateless_reset" {
 			return out(Fail, reqNoResetWithState, fmt.Sprintf("The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
-				append(events(Trigger, trigger...), events(Response, p)...)...)
+				evidence(events(Trigger, trigger...), events(Response, p))...)
 		}
 		if e.StreamErrors {
 			if f := streamErrorWith(p, e.Codes); f != nil {
 				return out(Pass, e.Req, fmt.Sprintf("The "+t.who()+" answered %s with a stream error (%s).", e.Describe, frameString(f)),
-					append(events(Trigger, trigger...), events(Response, p)...)...)
+					evidence(events(Trigger, trigger...), events(Response, p))...)
 			}
 		}
 		cc := p.closeFrame()
@@ -220,7 +220,7 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 			continue
 		}
 		// A close after the trigger counts as processing it.
-		evs := append(events(Trigger, trigger...), events(Response, p)...)
+		evs := evidence(events(Trigger, trigger...), events(Response, p))
 		if e.AnyCode || cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
 			return out(Pass, e.Req, fmt.Sprintf("The "+t.who()+" closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
 		}
@@ -237,7 +237,7 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 		return out(Inconclusive, Requirement{}, msg, evs...)
 	}
 	if len(unopened) > 0 && len(acked) == 0 {
-		evs := append(events(Trigger, trigger...), unopenedEvents(t.started, unopened)...)
+		evs := evidence(events(Trigger, trigger...), unopenedEvents(t.started, unopened))
 		return inconclusive(unopenedSentence(t.who(), unopened), evs...)
 	}
 	if !established {
@@ -246,7 +246,7 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 		if len(rcv) == 0 {
 			return inconclusive(fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
 		}
-		return inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
+		return inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
 	}
 	if len(acked) > 0 {
 		proof, missing := triggerProcessed(ps, trace.id, trigger)
@@ -261,7 +261,7 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 			// processed. Without an acknowledgment of the trigger, going
 			// on may simply mean the packet was dropped unread.
 			o := inconclusive(fmt.Sprintf("The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but it never acknowledged %s carrying %s, so it may have dropped it unread; going on proves nothing.",
-				len(acked)/2, pnList(missing), e.Describe), append(events(Trigger, trigger...), events(Context, acked...)...)...)
+				len(acked)/2, pnList(missing), e.Describe), evidence(events(Trigger, trigger...), events(Context, acked...))...)
 			o.unprocessed = true
 			return o
 		}
@@ -286,16 +286,16 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 				break
 			}
 		}
-		evs := append(events(Trigger, trigger...), events(Response, append(proof, acked...)...)...)
+		evs := evidence(events(Trigger, trigger...), events(Response, append(proof, acked...)...))
 		if e.GoesOnWarns {
 			return out(Warn, req, msg, evs...)
 		}
 		return out(Fail, req, msg, evs...)
 	}
 	if len(rcv) > 0 {
-		return inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), append(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...)...)...)
+		return inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
 	}
-	return inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), append(events(Trigger, trigger...), events(Context, pings...)...)...)
+	return inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), evidence(events(Trigger, trigger...), events(Context, pings...))...)
 }
 
 func lastN(ps []*packet, n int) []*packet {

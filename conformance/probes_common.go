@@ -288,16 +288,16 @@ func (t *T) discardedPacket(ctx context.Context, rc *rawClient, name string, req
 	}
 	ps := t.rec.snapshot()
 	if a := ackedBy(ps, rc.trace.id, 2, bad.pn); a != nil {
-		t.Fail(name, req, fmt.Sprintf("The server acknowledged %s (packet %d) instead of discarding it.", what, bad.pn), append(events(Trigger, bad), events(Response, a)...)...)
+		t.Fail(name, req, fmt.Sprintf("The server acknowledged %s (packet %d) instead of discarding it.", what, bad.pn), evidence(events(Trigger, bad), events(Response, a))...)
 		return
 	}
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Fail(name, req, fmt.Sprintf("The server closed the connection (%s) after %s; it must discard the packet and go on.", closeCode(cl.closeFrame()), what), append(events(Trigger, bad), events(Response, cl)...)...)
+		t.Fail(name, req, fmt.Sprintf("The server closed the connection (%s) after %s; it must discard the packet and go on.", closeCode(cl.closeFrame()), what), evidence(events(Trigger, bad), events(Response, cl))...)
 		return
 	}
 	for _, pg := range pings {
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass(name, req, fmt.Sprintf("The server never acknowledged %s (packet %d) but acknowledged later PINGs.", what, bad.pn), append(events(Trigger, bad), events(Response, a)...)...)
+			t.Pass(name, req, fmt.Sprintf("The server never acknowledged %s (packet %d) but acknowledged later PINGs.", what, bad.pn), evidence(events(Trigger, bad), events(Response, a))...)
 			return
 		}
 	}

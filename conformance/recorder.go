@@ -565,3 +565,13 @@ func ackedBy(ps []*packet, conn, space int, pn uint64) *packet {
 	}
 	return nil
 }
+
+// evidence joins groups of packet events (a trigger's, a response's, …)
+// into one list, in order: the evidence a check reports.
+func evidence(groups ...[]PacketEvent) []PacketEvent {
+	var out []PacketEvent
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}

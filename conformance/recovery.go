@@ -251,7 +251,7 @@ func runAckSingleAckOnly(ctx context.Context, t *T) {
 		}
 		judged++
 		if len(answers) >= 2 {
-			t.Fail("single", req, fmt.Sprintf("The server answered one isolated PING (packet %d) with %d ACK-only packets, with nothing else from the tester in between.", ping.pn, len(answers)), append(events(Trigger, ping), events(Response, answers...)...)...)
+			t.Fail("single", req, fmt.Sprintf("The server answered one isolated PING (packet %d) with %d ACK-only packets, with nothing else from the tester in between.", ping.pn, len(answers)), evidence(events(Trigger, ping), events(Response, answers...))...)
 			return
 		}
 	}

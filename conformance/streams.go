@@ -160,7 +160,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 	case blocked == nil || firstRaise.at.Before(blocked.at):
 		t.Pass("raised", r, fmt.Sprintf("The server raised its bidirectional stream limit from %d to %d with MAX_STREAMS as streams completed, without waiting for STREAMS_BLOCKED; %d of %d requests completed.", limit, allowed, done, total), events(Response, firstRaise)...)
 	default:
-		t.Fail("raised", r, fmt.Sprintf("The server sent MAX_STREAMS only after the tester's STREAMS_BLOCKED, although %d streams had completed for %v before; advertise credit as streams close.", done, t.Settle().Round(time.Millisecond)), append(events(Trigger, blocked), events(Response, firstRaise)...)...)
+		t.Fail("raised", r, fmt.Sprintf("The server sent MAX_STREAMS only after the tester's STREAMS_BLOCKED, although %d streams had completed for %v before; advertise credit as streams close.", done, t.Settle().Round(time.Millisecond)), evidence(events(Trigger, blocked), events(Response, firstRaise))...)
 	}
 }
 
@@ -389,11 +389,11 @@ func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawR
 	resp := packetsOf(framesOf[*wire.StreamFrame](ps, rc.trace.id, mark, false))
 	r := t.sc.Requirements[0]
 	if done {
-		t.Pass(check, r, fmt.Sprintf("The server reassembled the request sent as %s and answered it (%d bytes).", what, len(body)), append(events(Trigger, trig...), events(Response, lastN(resp, 2)...)...)...)
+		t.Pass(check, r, fmt.Sprintf("The server reassembled the request sent as %s and answered it (%d bytes).", what, len(body)), evidence(events(Trigger, trig...), events(Response, lastN(resp, 2)...))...)
 		return
 	}
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Check(check, Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) after %s, so the reassembly could not be judged.", closeCode(cl.closeFrame()), what), append(events(Trigger, trig...), events(Response, cl)...)...)
+		t.Check(check, Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) after %s, so the reassembly could not be judged.", closeCode(cl.closeFrame()), what), evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	allAcked := true
@@ -448,16 +448,16 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 		cc := cl.closeFrame()
 		if !cc.Application && cc.ErrorCode == uint64(wire.StreamStateError) {
-			t.Fail("implicit", r, "The server closed with STREAM_STATE_ERROR when the tester used streams 0 and 4 after stream 8; opening stream 8 opens every lower client bidirectional stream.", append(events(Trigger, trig...), events(Response, cl)...)...)
+			t.Fail("implicit", r, "The server closed with STREAM_STATE_ERROR when the tester used streams 0 and 4 after stream 8; opening stream 8 opens every lower client bidirectional stream.", evidence(events(Trigger, trig...), events(Response, cl))...)
 			return
 		}
-		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), append(events(Trigger, trig...), events(Response, cl)...)...)
+		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	answered := func(req *rawRequest) bool { return rc.responseDone(req) }
 	for _, i := range []int{1, 2} {
 		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].id); len(errs) > 0 && !answered(reqs[i]) {
-			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].id), append(events(Trigger, trig...), events(Response, errs...)...)...)
+			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].id), evidence(events(Trigger, trig...), events(Response, errs...))...)
 			return
 		}
 	}

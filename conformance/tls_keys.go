@@ -250,7 +250,7 @@ func runKeyUpdateBogusPhase(ctx context.Context, t *T) {
 		return bad
 	})
 	if p := phaseSwitch(t.rec.snapshot(), rc.trace.id, mark, phase); p != nil {
-		t.Fail("phase", req, fmt.Sprintf("After the unopenable packet with the flipped Key Phase bit, the server sent packet %d with Key Phase %d: it started a key update that never happened.", p.pn, p.ev.KeyPhase), append(events(Trigger, bad), events(Response, p)...)...)
+		t.Fail("phase", req, fmt.Sprintf("After the unopenable packet with the flipped Key Phase bit, the server sent packet %d with Key Phase %d: it started a key update that never happened.", p.pn, p.ev.KeyPhase), evidence(events(Trigger, bad), events(Response, p))...)
 		return
 	}
 	t.Pass("phase", req, fmt.Sprintf("The server kept Key Phase %d in every packet it sent after the unopenable packet.", phase), events(Trigger, bad)...)
@@ -311,12 +311,12 @@ func runKeyUpdateOldKeysAfterNew(ctx context.Context, t *T) {
 func judgeOldKeys(ps []*packet, conn int, stale *packet, later []*packet) (Verdict, string, []PacketEvent) {
 	if a := ackedBy(ps, conn, 2, stale.pn); a != nil {
 		return Fail, fmt.Sprintf("The server acknowledged packet %d, protected with the old keys after newer keys had protected lower packet numbers, and kept the connection open instead of closing with KEY_UPDATE_ERROR.", stale.pn),
-			append(events(Trigger, stale), events(Response, a)...)
+			evidence(events(Trigger, stale), events(Response, a))
 	}
 	for _, pg := range later {
 		if a := ackedBy(ps, conn, 2, pg.pn); a != nil {
 			return Pass, fmt.Sprintf("The server never acknowledged packet %d under the old keys but acknowledged later packets: it could not open it (its old keys were gone) and discarded it.", stale.pn),
-				append(events(Trigger, stale), events(Response, a)...)
+				evidence(events(Trigger, stale), events(Response, a))
 		}
 	}
 	return Inconclusive, "After the old-key packet the server neither closed nor acknowledged any later packet.", events(Trigger, stale)
@@ -456,7 +456,7 @@ func runEarly1RTTNotProcessed(ctx context.Context, t *T) {
 	reqReq := t.sc.Requirements[0]
 	if p, what := earlyProcessed(ps, rc.trace.id, fin.at, early, req.id); p != nil {
 		t.Fail("not-processed", reqReq, fmt.Sprintf("While the tester held its Finished back (%v), the server %s: it processed a 1-RTT packet before the handshake was complete.", hold.Round(time.Millisecond), what),
-			append(events(Response, p), events(Context, fin)...)...)
+			evidence(events(Response, p), events(Context, fin))...)
 		return
 	}
 	// Not required: whether the server kept the request and answered it
@@ -539,13 +539,13 @@ func runInitialKeysDiscarded(ctx context.Context, t *T) {
 	if initPing != nil {
 		if a := ackedBy(ps, rc.trace.id, spaceInitial, initPing.pn); a != nil {
 			t.Fail("discarded", t.sc.Requirements[0], "The server acknowledged the tester's Initial PING, sent after the server had acknowledged a Handshake packet of the tester, so it kept its Initial keys.",
-				append(events(Context, hsPing, ack), append(events(Trigger, initPing), events(Response, a)...)...)...)
+				evidence(events(Context, hsPing, ack), events(Trigger, initPing), events(Response, a))...)
 			return
 		}
 	}
 	if p := initialAfter(ps, rc.trace.id, ack.at.Add(t.RTT())); p != nil {
 		t.Fail("discarded", t.sc.Requirements[1], fmt.Sprintf("The server sent an Initial packet %v after it had acknowledged the tester's Handshake packet, so it kept its Initial keys.", p.at.Sub(ack.at).Round(time.Microsecond)),
-			append(events(Context, hsPing, ack, initPing), events(Response, p)...)...)
+			evidence(events(Context, hsPing, ack, initPing), events(Response, p))...)
 		return
 	}
 	t.Pass("discarded", t.sc.Requirements[1], "After acknowledging the tester's Handshake packet the server sent no Initial packet, and ignored the tester's later Initial PING.", events(Context, hsPing, ack, initPing)...)
@@ -616,7 +616,7 @@ func runTrailingCryptoData(ctx context.Context, t *T) {
 	done := t.finishAfterOffence(ctx, rc, mark)
 	if cl := firstClose(received(t.rec.snapshot(), rc.trace.id, mark)); cl != nil {
 		cc := cl.closeFrame()
-		evs := append(events(Trigger, rc.firstSentAfter(mark)), events(Response, cl)...)
+		evs := evidence(events(Trigger, rc.firstSentAfter(mark)), events(Response, cl))
 		if trailingCloseAccepted(cc) {
 			t.Pass("close", req, fmt.Sprintf("The server closed the connection with %s after a ClientHello followed by the start of another handshake message.", closeCode(cc)), evs...)
 		} else {
@@ -1019,7 +1019,7 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	rc.Receive(ctx, t.PTO(), nil)
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
-	trig := append(events(Context, first), events(Trigger, latePkt)...)
+	trig := evidence(events(Context, first), events(Trigger, latePkt))
 	if a := ackedBy(ps, rc.trace.id, 2, late); a != nil {
 		t.Warn("keys-discarded", req, fmt.Sprintf("The server acknowledged a 0-RTT packet sent %v after the tester's first 1-RTT packet (4 × PTO, PTO %v): it still held 0-RTT keys past the recommended 3 × PTO.", latePkt.at.Sub(first.at).Round(time.Millisecond), t.PTO().Round(time.Millisecond)), append(trig, events(Response, a)...)...)
 		return
@@ -1305,7 +1305,7 @@ func runTLSHandshakeKeysDiscarded(ctx context.Context, t *T) {
 		}
 		for _, f := range p.frames {
 			if a, ok := f.(*wire.AckFrame); ok && a.Acks(pn) {
-				t.Fail("discarded", req, "After HANDSHAKE_DONE the server still acknowledged a Handshake packet, so it kept its Handshake keys.", append(events(Trigger, trig), events(Response, p)...)...)
+				t.Fail("discarded", req, "After HANDSHAKE_DONE the server still acknowledged a Handshake packet, so it kept its Handshake keys.", evidence(events(Trigger, trig), events(Response, p))...)
 				return
 			}
 		}

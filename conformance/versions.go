@@ -30,10 +30,10 @@ func runVNUnknownVersion(ctx context.Context, t *T) {
 	trig, vns := vnProbe(ctx, t, "reserved-version", randomBytes(8), randomBytes(8), 1200)
 	switch {
 	case len(vns) > 1:
-		t.Fail("one-vn", reqVNOnce, fmt.Sprintf("The server sent %d Version Negotiation packets in response to one datagram.", len(vns)), append(events(Trigger, trig), events(Response, vns...)...)...)
+		t.Fail("one-vn", reqVNOnce, fmt.Sprintf("The server sent %d Version Negotiation packets in response to one datagram.", len(vns)), evidence(events(Trigger, trig), events(Response, vns...))...)
 	case len(vns) == 1:
 		vnFacts(t, vns[0])
-		t.Pass("vn", reqVNShould, fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].frameNames())), append(events(Trigger, trig), events(Response, vns[0])...)...)
+		t.Pass("vn", reqVNShould, fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].frameNames())), evidence(events(Trigger, trig), events(Response, vns[0]))...)
 	default:
 		if ok, msg := t.Control(ctx); !ok {
 			t.Inconclusive("No Version Negotiation came back, and " + msg + ".")
@@ -53,11 +53,11 @@ func runVNEcho(ctx context.Context, t *T, dcid, scid []byte, long bool) {
 		if len(plain) == 0 {
 			t.Unsupported("The server sends no Version Negotiation packets at all.", events(Trigger, trig)...)
 		}
-		t.Warn("read-long-cids", t.sc.Requirements[1], fmt.Sprintf("The server answered an unknown version with 8-byte IDs but not with a %d-byte Destination and %d-byte Source Connection ID.", len(dcid), len(scid)), append(events(Trigger, trig), events(Context, plain[0])...)...)
+		t.Warn("read-long-cids", t.sc.Requirements[1], fmt.Sprintf("The server answered an unknown version with 8-byte IDs but not with a %d-byte Destination and %d-byte Source Connection ID.", len(dcid), len(scid)), evidence(events(Trigger, trig), events(Context, plain[0]))...)
 		return
 	}
 	vn := vns[0]
-	ev := append(events(Trigger, trig), events(Response, vn)...)
+	ev := evidence(events(Trigger, trig), events(Response, vn))
 	reqSCID, reqDCID := t.sc.Requirements[0], reqVNEchoDCID
 	if !bytes.Equal(vn.dcid, scid) {
 		t.Fail("dcid-echo", reqSCID, fmt.Sprintf("The Version Negotiation packet's Destination Connection ID is %x (%d bytes), not the tester's Source Connection ID %x (%d bytes).", vn.dcid, len(vn.dcid), scid, len(scid)), ev...)
@@ -78,7 +78,7 @@ func runVNSmallDatagram(ctx context.Context, t *T) {
 	trig, vns := vnProbe(ctx, t, "small", randomBytes(8), randomBytes(8), 600)
 	req := t.sc.Requirements[0]
 	if len(vns) > 0 {
-		t.Fail("drop", req, fmt.Sprintf("The server answered a %d-byte datagram of an unsupported version with Version Negotiation; it must drop datagrams under 1200 bytes.", trig.ev.Size), append(events(Trigger, trig), events(Response, vns[0])...)...)
+		t.Fail("drop", req, fmt.Sprintf("The server answered a %d-byte datagram of an unsupported version with Version Negotiation; it must drop datagrams under 1200 bytes.", trig.ev.Size), evidence(events(Trigger, trig), events(Response, vns[0]))...)
 		return
 	}
 	t.requireControl(ctx, "The server stayed silent after the 600-byte datagram")
@@ -99,7 +99,7 @@ func runVNNoReplyToVN(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {
 		if p != trig && p.ev.PacketType == "version_negotiation" {
-			t.Fail("no-vn", req, "The server answered a Version Negotiation packet with a Version Negotiation packet.", append(events(Trigger, trig), events(Response, p)...)...)
+			t.Fail("no-vn", req, "The server answered a Version Negotiation packet with a Version Negotiation packet.", evidence(events(Trigger, trig), events(Response, p))...)
 			return
 		}
 	}
