@@ -914,33 +914,7 @@ func (s *testServer) clientKeys(version uint32, pt wire.PacketType) []*protect.K
 	s.t.rec.mu.Lock()
 	log := s.t.rec.keylog.String()
 	s.t.rec.mu.Unlock()
-	for _, line := range strings.Split(log, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != label {
-			continue
-		}
-		secret, err := hexDecode(f[2])
-		if err != nil {
-			continue
-		}
-		suites := []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_CHACHA20_POLY1305_SHA256}
-		if len(secret) == 48 {
-			suites = []uint16{tls.TLS_AES_256_GCM_SHA384}
-		}
-		for _, suite := range suites {
-			k, err := protect.NewKeys(version, suite, secret)
-			if err != nil {
-				continue
-			}
-			out = append(out, k)
-			if pt == wire.PacketType1RTT {
-				if next, err := k.Next(); err == nil {
-					out = append(out, next)
-				}
-			}
-		}
-	}
-	return out
+	return append(out, keylogKeys(log, label, version, pt)...)
 }
 
 func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }

@@ -159,33 +159,7 @@ func serverKeys(log string, version uint32, pt wire.PacketType, dcid []byte) []*
 	if pt == wire.PacketTypeHandshake {
 		label = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
 	}
-	for _, line := range strings.Split(log, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != label {
-			continue
-		}
-		secret, err := hexDecode(f[2])
-		if err != nil {
-			continue
-		}
-		suites := []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_CHACHA20_POLY1305_SHA256}
-		if len(secret) == 48 {
-			suites = []uint16{tls.TLS_AES_256_GCM_SHA384}
-		}
-		for _, suite := range suites {
-			k, err := protect.NewKeys(version, suite, secret)
-			if err != nil {
-				continue
-			}
-			out = append(out, k)
-			if pt == wire.PacketType1RTT {
-				if next, err := k.Next(); err == nil {
-					out = append(out, next)
-				}
-			}
-		}
-	}
-	return out
+	return append(out, keylogKeys(log, label, version, pt)...)
 }
 
 // unopenedSentence says what arrived that the tester could not open, for
@@ -233,4 +207,38 @@ func (t *T) markTime(mark int) time.Time {
 		return ps[mark].at
 	}
 	return time.Now()
+}
+
+// keylogKeys derives the packet protection keys of every key log line with
+// label: each TLS 1.3 suite the secret's length allows, and for 1-RTT the
+// next key phase too.
+func keylogKeys(log, label string, version uint32, pt wire.PacketType) []*protect.Keys {
+	var out []*protect.Keys
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != label {
+			continue
+		}
+		secret, err := hexDecode(f[2])
+		if err != nil {
+			continue
+		}
+		suites := []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_CHACHA20_POLY1305_SHA256}
+		if len(secret) == 48 {
+			suites = []uint16{tls.TLS_AES_256_GCM_SHA384}
+		}
+		for _, suite := range suites {
+			k, err := protect.NewKeys(version, suite, secret)
+			if err != nil {
+				continue
+			}
+			out = append(out, k)
+			if pt == wire.PacketType1RTT {
+				if next, err := k.Next(); err == nil {
+					out = append(out, next)
+				}
+			}
+		}
+	}
+	return out
 }
