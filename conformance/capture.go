@@ -18,7 +18,7 @@ import (
 // every long-header datagram (the handshake, Retry, Version Negotiation,
 // coalesced packets) stays whole for the judges that parse them.
 const (
-	keepDatagramBytes  = 8 << 20
+	keepDatagramBytes  = 2 << 20
 	keepDatagramPrefix = 64
 )
 
