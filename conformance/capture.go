@@ -23,7 +23,7 @@ var defaultLocal = netip.MustParseAddrPort("127.0.0.1:0")
 // every long-header datagram (the handshake, Retry, Version Negotiation,
 // coalesced packets) stays whole for the judges that parse them.
 const (
-	keepDatagramBytes  = 8 << 20
+	keepDatagramBytes  = 2 << 20
 	keepDatagramPrefix = 64
 )
 

@@ -13,9 +13,9 @@ import (
 )
 
 // TestRecorderBoundsDatagrams: memory keeps datagrams whole up to
-// keepDatagramBytes, then only the first bytes of short-header ones, while
-// every size stays right, long-header datagrams stay whole, and the
-// capture on disk keeps every byte.
+// keepDatagramBytes, then no record of short-header ones (they are only
+// counted), while every size stays right, long-header datagrams stay
+// whole, and the capture on disk keeps every byte.
 func TestRecorderBoundsDatagrams(t *testing.T) {
 	dir := t.TempDir()
 	r := newRecorder(time.Now())
@@ -63,8 +63,11 @@ func TestRecorderBoundsDatagrams(t *testing.T) {
 	for _, p := range c.Packets {
 		bytesOnDisk += len(p.Payload)
 	}
-	if len(c.Packets) != len(r.datagrams) || bytesOnDisk != total {
-		t.Fatalf("capture holds %d packets, %d bytes; want %d, %d", len(c.Packets), bytesOnDisk, len(r.datagrams), total)
+	if len(r.datagrams) > keepDatagramBytes/len(short)+1+(n+99)/100 || r.keep.datagramsDropped == 0 {
+		t.Fatalf("memory kept %d datagram records of %d (%d dropped)", len(r.datagrams), n+(n+99)/100, r.keep.datagramsDropped)
+	}
+	if len(c.Packets) != n+(n+99)/100 || bytesOnDisk != n*len(short)+(n+99)/100*len(long) {
+		t.Fatalf("capture holds %d packets, %d bytes; want %d, %d", len(c.Packets), bytesOnDisk, n+(n+99)/100, n*len(short)+(n+99)/100*len(long))
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("the spool file was left behind: %v", ents)

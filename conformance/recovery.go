@@ -1195,6 +1195,7 @@ const burstDelay = 100 * time.Millisecond
 const burstSample = 4 << 20
 
 func runRecBurstLimit(ctx context.Context, t *T) {
+	t.keepEverything() // the judge reads every packet of the sample
 	rc, _ := t.recRaw(ctx, "timestamps", nil)
 	rc.StampArrivals = true
 	rc.arrivals = nil

@@ -312,6 +312,10 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 		}
 		checks = append(checks, CheckResult{Name: "outcome", Verdict: Inconclusive, Sentence: why})
 	}
+	if sum := t.rec.summary(); sum != "" {
+		res.Facts = append(res.Facts, NewFact("record.summarised", sum))
+		checks = t.keptEvidenceChecks(checks)
+	}
 	res.Checks = checks
 	res.Error = errMsg
 	res.Verdict, res.Sentence = combine(checks)
