@@ -283,8 +283,9 @@ type Config struct {
 	// pacing, bursts are limited by the congestion window.
 	DisablePacing bool
 
-	// Probe holds test hooks. Production code leaves it nil.
-	Probe *Probe
+	// Probe holds test hooks (a *Probe, or any Hooks). Production code
+	// leaves it nil.
+	Probe Hooks
 }
 
 const (
