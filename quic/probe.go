@@ -84,7 +84,8 @@ type Probe struct {
 	// packet number in that space before the next packet.
 	SkipPacketNumber func(space int) bool
 	// ECN, when set, chooses the ECN codepoint of every datagram sent (0
-	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation.
+	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation. GSO
+	// is off while this hook is set.
 	ECN func() uint8
 	// EarlyHandshakeDone makes a server queue HANDSHAKE_DONE as soon as
 	// it has 1-RTT write keys, before the client's Finished: it breaks
