@@ -170,9 +170,7 @@ func (l *lossState) init(c *Conn, now time.Time) {
 	l.ld = recovery.NewLossDetector(recovery.LossDetectorConfig{IsServer: !c.isClient, CC: l.cc})
 	l.pacer.init()
 	l.noPacing = c.config.DisablePacing
-	if c.probe != nil && c.probe.NoRetransmit {
-		l.noRetransmit = true
-	}
+	l.noRetransmit = c.policy.NoRetransmit
 }
 
 func (l *lossState) pto() time.Duration {

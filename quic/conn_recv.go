@@ -17,7 +17,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	if c.closing.done {
 		return
 	}
-	if c.probe != nil && c.probe.DropIncoming != nil && c.probe.DropIncoming(d.b) {
+	if c.hooks != nil && c.hooks.DatagramIn(d.b) {
 		return
 	}
 	if c.isClient && !c.knownServerAddr(d.addr) {
@@ -253,8 +253,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 			c.mu.Unlock()
 		}
 	} else if space == appSpace {
-		var ciphertext []byte // a copy for the probe: a failed Open in place clears the buffer
-		if c.probe != nil && c.probe.OpenWithOldKeys {
+		var ciphertext []byte // a copy for the policy: a failed Open in place clears the buffer
+		if c.policy.OpenWithOldKeys {
 			ciphertext = append([]byte(nil), pkt[hdrLen:]...)
 		}
 		var updated bool
@@ -289,7 +289,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if pn > sp.largestRecv || sp.largestRecv == wire.NoPacketNumber {
 		sp.largestRecv = pn
 	}
-	if h.Type == wire.PacketType1RTT && c.earlyRead != nil && (c.probe == nil || !c.probe.Keep0RTTKeys) {
+	if h.Type == wire.PacketType1RTT && c.earlyRead != nil && !c.policy.Keep0RTTKeys {
 		// RFC 9001 §4.9.3: "Servers MAY temporarily retain 0-RTT keys to
 		// allow decrypting reordered packets"; we drop them with the first
 		// 1-RTT packet.
@@ -309,15 +309,15 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		// "a server MUST discard Initial keys when it first successfully
 		// processes a Handshake packet".
 		c.addrValidated = true
-		if c.probe == nil || !c.probe.KeepInitialKeys {
+		if !c.policy.KeepInitialKeys {
 			c.discardSpace(now, initialSpace)
 		}
 	}
 	c.lastActivity = now
 	c.lastAckElicitingSent = time.Time{}
 	info := recvPacketInfo{space: space, pn: pn, typ: h.Type, size: len(pkt), dgramSize: dgramSize, header: &h}
-	if c.probe != nil && c.probe.OnPacketReceived != nil {
-		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload,
+	if c.hooks != nil {
+		c.hooks.PacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload,
 			KeyPhase: h.Type == wire.PacketType1RTT && wire.KeyPhase(pkt[0]), FirstByte: pkt[0]})
 	}
 	ackEliciting, ok := c.handleFrames(now, &info, payload)
@@ -325,8 +325,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		return 0
 	}
 	c.processed = true
-	if c.probe != nil && c.probe.NoKeyUpdateAck && space == appSpace && c.appKeys.Generation() > 0 {
-		return h.PacketLen // probe: never acknowledge new-phase packets
+	if c.policy.NoKeyUpdateAck && space == appSpace && c.appKeys.Generation() > 0 {
+		return h.PacketLen // policy: never acknowledge new-phase packets
 	}
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
 	if space == appSpace {

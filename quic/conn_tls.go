@@ -17,7 +17,7 @@ func (c *Conn) startTLS(now time.Time) error {
 	if c.isClient {
 		cfg = c.config.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
-		if cfg.ClientSessionCache != nil && (c.probe == nil || !c.probe.AnyVersionTickets) {
+		if cfg.ClientSessionCache != nil && !c.policy.AnyVersionTickets {
 			cfg.ClientSessionCache = versionedSessionCache{cfg.ClientSessionCache, c.version}
 		}
 	} else {
@@ -114,14 +114,12 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 		case tls.QUICWriteData:
 			sp := spaceForLevel(e.Level)
 			data := e.Data
-			if c.isClient && sp == initialSpace && c.clientRandom == nil {
+			hello := c.isClient && sp == initialSpace && c.clientRandom == nil
+			if hello {
 				c.clientRandom = helloRandom(data)
-				if c.probe != nil && c.probe.RewriteClientHello != nil {
-					data = c.probe.RewriteClientHello(append([]byte(nil), data...))
-				}
 			}
-			if c.probe != nil && c.probe.OnHandshakeFlight != nil {
-				data = c.probe.OnHandshakeFlight(int(sp), append([]byte(nil), data...))
+			if c.hooks != nil {
+				data = c.hooks.HandshakeData(int(sp), append([]byte(nil), data...), hello)
 			}
 			c.spaces[sp].crypto.write(data)
 		case tls.QUICTransportParameters:
@@ -199,7 +197,7 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 		var err error
 		if write {
 			err = c.appKeys.InstallWrite(c.version, suite, secret)
-			if !c.isClient && c.probe != nil && c.probe.EarlyHandshakeDone {
+			if !c.isClient && c.policy.EarlyHandshakeDone {
 				c.handshakeDonePending = true
 			}
 		} else {
