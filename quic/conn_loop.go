@@ -19,6 +19,11 @@ type connState struct {
 	spaces  [numSpaces]packetSpace
 	appKeys protect.KeyPhase
 
+	// After releaseTLS, tls is nil and postHS reads the 1-RTT CRYPTO
+	// stream.
+	tlsReleased bool
+	postHS      postHandshakeReader
+
 	clientRandom []byte
 	keyLog       *keylog.Writer
 	parser       wire.Parser

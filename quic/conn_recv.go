@@ -437,6 +437,7 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		// RFC 9001 §4.1.2: "At the client, the handshake is considered
 		// confirmed when a HANDSHAKE_DONE frame is received."
 		c.confirmHandshake(now)
+		c.releaseTLS()
 	case *wire.ConnectionCloseFrame:
 		c.handlePeerClose(now, f)
 	case *wire.NewTokenFrame:
@@ -532,11 +533,17 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 				return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §8.4: ClientHello with a %d-byte legacy_session_id", b[38])
 			}
 		}
+		if c.tlsReleased {
+			if err := c.postHS.feed(b, c.isClient); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := WithTLS13Suites(nil, func() error { return c.tls.HandleData(space.tlsLevel(), b) }); err != nil {
 			return c.tlsError(err)
 		}
 	}
-	if len(ready) > 0 {
+	if len(ready) > 0 && !c.tlsReleased {
 		return c.handleTLSEvents(now)
 	}
 	return nil
