@@ -26,7 +26,6 @@ type connState struct {
 
 	clientRandom []byte
 	keyLog       *keylog.Writer
-	parser       wire.Parser
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable    []undecryptablePacket
 	keysChanged      bool

@@ -147,10 +147,16 @@ func TestReleaseTLS(t *testing.T) {
 		synctest.Wait()
 		sc := serverConn(sep)
 		for _, x := range []*Conn{c, sc} {
-			var held, released bool
-			x.run(t.Context(), func(time.Time) { held, released = x.tls != nil, x.tlsReleased })
+			var held, released, trackers bool
+			x.run(t.Context(), func(time.Time) {
+				held, released = x.tls != nil, x.tlsReleased
+				trackers = x.spaces[initialSpace].acks.t != nil || x.spaces[handshakeSpace].acks.t != nil
+			})
 			if held || !released {
 				t.Errorf("client %v: TLS held %v, released %v; want dropped after the handshake", x.isClient, held, released)
+			}
+			if trackers {
+				t.Errorf("client %v: ACK trackers of the discarded spaces kept", x.isClient)
 			}
 		}
 		c.InjectFrames(SpaceApplication, &wire.CryptoFrame{Data: tlsMsg(tlsMsgKeyUpdate, []byte{0})})

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -367,6 +368,9 @@ type recvPacketInfo struct {
 	newCrypto  bool // a CRYPTO frame brought bytes not yet delivered to TLS
 }
 
+// parserPool holds the frame parsers of packets being handled.
+var parserPool = sync.Pool{New: func() any { return new(wire.Parser) }}
+
 // handleFrames dispatches every frame in a packet payload. It returns
 // whether the packet was ack-eliciting and whether processing may go on.
 func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte) (ackEliciting, ok bool) {
@@ -378,7 +382,10 @@ func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte)
 		return false, false
 	}
 	c.qlogPacketReceived(now, info, payload)
-	p := &c.parser
+	// The parser's frames live until the packet is handled; no handler
+	// keeps one. Pooled, an idle connection holds none (520 bytes).
+	p := parserPool.Get().(*wire.Parser)
+	defer parserPool.Put(p)
 	for len(payload) > 0 {
 		f, n, err := p.Parse(payload)
 		if err != nil {
