@@ -19,9 +19,13 @@ type connState struct {
 	spaces  [numSpaces]packetSpace
 	appKeys protect.KeyPhase
 
+	// After releaseTLS, tls is nil and postHS reads the 1-RTT CRYPTO
+	// stream.
+	tlsReleased bool
+	postHS      postHandshakeReader
+
 	clientRandom []byte
 	keyLog       *keylog.Writer
-	parser       wire.Parser
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable    []undecryptablePacket
 	keysChanged      bool

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -367,6 +368,9 @@ type recvPacketInfo struct {
 	newCrypto  bool // a CRYPTO frame brought bytes not yet delivered to TLS
 }
 
+// parserPool holds the frame parsers of packets being handled.
+var parserPool = sync.Pool{New: func() any { return new(wire.Parser) }}
+
 // handleFrames dispatches every frame in a packet payload. It returns
 // whether the packet was ack-eliciting and whether processing may go on.
 func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte) (ackEliciting, ok bool) {
@@ -378,7 +382,10 @@ func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte)
 		return false, false
 	}
 	c.qlogPacketReceived(now, info, payload)
-	p := &c.parser
+	// The parser's frames live until the packet is handled; no handler
+	// keeps one. Pooled, an idle connection holds none (520 bytes).
+	p := parserPool.Get().(*wire.Parser)
+	defer parserPool.Put(p)
 	for len(payload) > 0 {
 		f, n, err := p.Parse(payload)
 		if err != nil {
@@ -437,6 +444,7 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		// RFC 9001 §4.1.2: "At the client, the handshake is considered
 		// confirmed when a HANDSHAKE_DONE frame is received."
 		c.confirmHandshake(now)
+		c.releaseTLS()
 	case *wire.ConnectionCloseFrame:
 		c.handlePeerClose(now, f)
 	case *wire.NewTokenFrame:
@@ -532,11 +540,17 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 				return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §8.4: ClientHello with a %d-byte legacy_session_id", b[38])
 			}
 		}
+		if c.tlsReleased {
+			if err := c.postHS.feed(b, c.isClient); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := WithTLS13Suites(nil, func() error { return c.tls.HandleData(space.tlsLevel(), b) }); err != nil {
 			return c.tlsError(err)
 		}
 	}
-	if len(ready) > 0 {
+	if len(ready) > 0 && !c.tlsReleased {
 		return c.handleTLSEvents(now)
 	}
 	return nil

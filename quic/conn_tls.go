@@ -98,7 +98,7 @@ func (c *Conn) tlsError(err error) error {
 // handleTLSEvents drains the events of the TLS state machine: keys,
 // handshake bytes to send, transport parameters, completion.
 func (c *Conn) handleTLSEvents(now time.Time) error {
-	for {
+	for c.tls != nil { // releaseTLS may drop it at handshake completion
 		e := c.tls.NextEvent()
 		switch e.Kind {
 		case tls.QUICNoEvent:
@@ -140,6 +140,7 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 			return c.tlsError(e.Err)
 		}
 	}
+	return nil
 }
 
 func spaceForLevel(l tls.QUICEncryptionLevel) spaceID {
@@ -277,6 +278,7 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 			c.closeLocal(now, err)
 		}
 		c.queueAccept(now)
+		c.releaseTLS()
 	}
 	if c.isClient {
 		// RFC 9001 §4.9.3: "a client ... MUST discard 0-RTT keys as soon
