@@ -57,7 +57,7 @@ type bulkSummary struct {
 	packets     int
 	bytes       int
 	first, last time.Duration
-	frames      map[wire.FrameType]int
+	frames      map[string]int
 }
 
 // ledgerEntry is what remains of a packet the recorder did not keep.
@@ -73,6 +73,9 @@ type ledgerEntry struct {
 	firstByte  byte
 	sent       bool
 	hasAck     bool
+	// ackEliciting is the packet's own flag (a sent bulk packet with
+	// STREAM data is ack-eliciting, one with ACK frames only is not).
+	ackEliciting bool
 	// ackOther is set on a received packet with ACK frames (an "other"
 	// packet past keepOtherPerScenario): its ranges are lost.
 	ackOther bool
@@ -169,13 +172,13 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 		return true
 	case same && isBulk(p):
 		if g.bulk == nil {
-			g.bulk = &bulkSummary{first: p.ev.Time, frames: map[wire.FrameType]int{}}
+			g.bulk = &bulkSummary{first: p.ev.Time, frames: map[string]int{}}
 		}
 		g.bulk.packets++
 		g.bulk.bytes += p.ev.Size
 		g.bulk.last = p.ev.Time
 		for _, f := range p.frames {
-			g.bulk.frames[f.Type()]++
+			g.bulk.frames[f.Type().String()]++
 		}
 	case k.otherKept < keepOtherPerScenario:
 		k.otherKept++
@@ -183,7 +186,7 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 	}
 	k.dropped++
 	e := ledgerEntry{before: int32(len(r.packets)), conn: int32(p.conn), pn: p.pn, at: p.ev.Time, size: int32(p.ev.Size),
-		space: int8(p.space), path: int8(p.path), firstByte: p.firstByte, sent: p.sent}
+		space: int8(p.space), path: int8(p.path), firstByte: p.firstByte, sent: p.sent, ackEliciting: p.ackEliciting}
 	for _, f := range p.frames {
 		if a, ok := f.(*wire.AckFrame); ok && len(a.Ranges) > 0 {
 			if p.sent {
@@ -209,7 +212,41 @@ func (r *recorder) keepDatagramLocked(d *datagramRec) bool {
 	return false
 }
 
-// droppedLocked notes that the record is read; r.mu is held.
+// seen returns how many packets connection conn sent (sent) or received
+// in all, kept or summarised: the count a sentence gives.
+func (r *recorder) seen(conn int, sent bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.keep.groups[groupKey{conn, sent}]; g != nil {
+		return g.seen
+	}
+	return 0
+}
+
+// droppedSince returns how many packets connection conn received on path
+// after the record's index mark that the recorder summarised.
+func (r *recorder) droppedSince(conn, path, mark int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.keep.ledger {
+		if int(e.conn) == conn && !e.sent && int(e.path) == path && int(e.before) >= mark {
+			n++
+		}
+	}
+	return n
+}
+
+// record returns connection conn's record with its ledger.
+func (t *T) record(conn int) connRecord {
+	rs := t.records()
+	if conn < 0 || conn >= len(rs) {
+		return connRecord{}
+	}
+	return rs[conn]
+}
+
+// noteReadLocked notes that the record is read; r.mu is held.
 func (r *recorder) noteReadLocked() {
 	if r.keep.dropped > 0 {
 		r.keep.readAfterDrop = true
@@ -246,7 +283,7 @@ func (r *recorder) summary() string {
 			dir = "sent"
 		}
 		var fs []string
-		types := make([]wire.FrameType, 0, len(b.frames))
+		types := make([]string, 0, len(b.frames))
 		for ft := range b.frames {
 			types = append(types, ft)
 		}

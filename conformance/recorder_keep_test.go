@@ -60,7 +60,16 @@ func TestRecorderKeepsBoundedRecord(t *testing.T) {
 	if s := r.summary(); !strings.Contains(s, "STREAM") || !strings.Contains(s, "summarised") {
 		t.Fatalf("summary: %q", s)
 	}
-	_ = spn
+	// Counts a sentence gives include what was summarised.
+	if got := r.seen(0, false); got != m+3 {
+		t.Fatalf("seen(received) = %d, want %d", got, m+3)
+	}
+	if got := r.seen(0, true); got != int(spn) {
+		t.Fatalf("seen(sent) = %d, want %d", got, spn)
+	}
+	if got := r.droppedSince(0, 0, 0); got == 0 || got > r.keep.dropped {
+		t.Fatalf("droppedSince = %d of %d dropped", got, r.keep.dropped)
+	}
 
 	// keepEverything keeps every packet.
 	k := newJudgeConn(t)
