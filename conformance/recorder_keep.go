@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -89,9 +90,12 @@ type keepState struct {
 	dropped   int
 	ledger    []ledgerEntry
 	// datagramsDropped counts the short-header datagrams past
-	// keepDatagramBytes whose record was not kept (they went to the
-	// capture all the same).
+	// keepDatagramBytes whose full record was not kept (they went to the
+	// capture all the same); dgrams holds what remains of each, addrs the
+	// addresses they name.
 	datagramsDropped int
+	dgrams           []dgramEntry
+	addrs            []netip.AddrPort
 	// readAfterDrop is set when the record was read (snapshot, wait,
 	// records) after a packet had been dropped.
 	readAfterDrop bool
@@ -201,15 +205,72 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 	return false
 }
 
+// dgramPrefix is how much of a short-header datagram a dgramEntry keeps:
+// the first byte and the longest Destination Connection ID.
+const dgramPrefix = 21
+
+// dgramEntry is what remains of a datagram whose record was not kept.
+type dgramEntry struct {
+	before      int32 // index of the kept record it precedes
+	size        int32
+	at          time.Duration
+	local, peer uint8 // indexes into keepState.addrs
+	sent        bool
+	n           uint8
+	prefix      [dgramPrefix]byte
+}
+
+// addrIndexLocked returns a's index in r.keep.addrs, adding it.
+func (r *recorder) addrIndexLocked(a netip.AddrPort) uint8 {
+	for i, x := range r.keep.addrs {
+		if x == a {
+			return uint8(i)
+		}
+	}
+	if len(r.keep.addrs) == 255 {
+		return 255 // more addresses than any scenario uses: the last stands
+	}
+	r.keep.addrs = append(r.keep.addrs, a)
+	return uint8(len(r.keep.addrs) - 1)
+}
+
 // keepDatagramLocked reports whether d's record is kept: every datagram
 // until keepDatagramBytes have been kept whole, every long-header one,
-// and all of them when the scenario keeps everything. r.mu is held.
+// and all of them when the scenario keeps everything. Of the others a
+// dgramEntry remains (time, size, addresses, first bytes). r.mu is held.
 func (r *recorder) keepDatagramLocked(d *datagramRec) bool {
 	if r.keep.keepAll || r.keptBytes+len(d.b) <= keepDatagramBytes || len(d.b) == 0 || d.b[0]&0x80 != 0 {
 		return true
 	}
 	r.keep.datagramsDropped++
+	e := dgramEntry{before: int32(len(r.datagrams)), size: int32(len(d.b)), at: d.at.Sub(r.start),
+		local: r.addrIndexLocked(d.local), peer: r.addrIndexLocked(d.peer), sent: d.sent}
+	e.n = uint8(copy(e.prefix[:], d.b))
+	r.keep.dgrams = append(r.keep.dgrams, e)
 	return false
+}
+
+// allDatagramsLocked returns every datagram of the scenario in order: the
+// kept records, and for the others a record with their first bytes only
+// (truncated). The records must not be changed. r.mu is held.
+func (r *recorder) allDatagramsLocked() []datagramRec {
+	k := &r.keep
+	if len(k.dgrams) == 0 {
+		return r.datagrams
+	}
+	out := make([]datagramRec, 0, len(r.datagrams)+len(k.dgrams))
+	j := 0
+	for i := 0; i <= len(r.datagrams); i++ {
+		for ; j < len(k.dgrams) && int(k.dgrams[j].before) <= i; j++ {
+			e := &k.dgrams[j]
+			out = append(out, datagramRec{at: r.start.Add(e.at), sent: e.sent, local: k.addrs[e.local], peer: k.addrs[e.peer],
+				b: e.prefix[:e.n:e.n], size: int(e.size), truncated: true})
+		}
+		if i < len(r.datagrams) {
+			out = append(out, r.datagrams[i])
+		}
+	}
+	return out
 }
 
 // seen returns how many packets connection conn sent (sent) or received
@@ -299,7 +360,7 @@ func (r *recorder) summary() string {
 		s += ": " + strings.Join(parts, "; ")
 	}
 	if k.datagramsDropped > 0 {
-		s += fmt.Sprintf("; %d short-header datagrams past the first %d bytes went to the capture only", k.datagramsDropped, keepDatagramBytes)
+		s += fmt.Sprintf("; of %d short-header datagrams past the first %d bytes only the first bytes were kept", k.datagramsDropped, keepDatagramBytes)
 	}
 	return s
 }

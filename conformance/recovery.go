@@ -881,12 +881,12 @@ func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	rc.Receive(ctx, 3200*time.Millisecond, func() bool {
 		t.rec.mu.Lock()
 		defer t.rec.mu.Unlock()
-		_, _, later, _ := flightOf(t.rec.datagrams)
+		_, _, later, _ := flightOf(t.rec.allDatagramsLocked())
 		return later > 0
 	})
 	sent, _, _ := t.ampCounts(rc)
 	t.rec.mu.Lock()
-	first, flight, later, probeAt := flightOf(t.rec.datagrams)
+	first, flight, later, probeAt := flightOf(t.rec.allDatagramsLocked())
 	t.rec.mu.Unlock()
 	req := t.sc.Requirements[0]
 	if first.IsZero() {
