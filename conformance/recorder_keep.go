@@ -16,7 +16,8 @@ import (
 // packets of each group (one connection, one direction) are kept in full,
 // whatever they carry. After that a bulk packet, one that carries only
 // STREAM data, ACK frames from the tester and PADDING, in the same key
-// phase, path and ECN mark as the group's previous packet, is counted and
+// phase, path and ECN mark as the group's previous packet and less than
+// bulkGap after it, is counted and
 // summarised (bulkSummary) instead; any other packet is still kept, up to
 // keepOtherPerScenario of them. The record only grows: kept packets keep
 // their order and their index, so the marks judges take (len of a
@@ -36,6 +37,10 @@ import (
 const (
 	keepFullPerGroup     = 2000
 	keepOtherPerScenario = 10000
+	// bulkGap: a packet that comes this long after the group's previous
+	// one is not bulk (the first packet after a blackhole or a stall is
+	// what judges look for).
+	bulkGap = 100 * time.Millisecond
 )
 
 // groupKey names one group of packets: a connection and a direction.
@@ -47,7 +52,8 @@ type groupKey struct {
 // groupState is what the recorder tracks per group to decide what to keep.
 type groupState struct {
 	seen  int
-	phase int // key phase of the previous packet (KeyPhase*2 + Key Phase bit)
+	last  time.Duration // when the previous packet was recorded
+	phase int           // key phase of the previous packet (KeyPhase*2 + Key Phase bit)
 	path  int
 	ecn   uint8
 	bulk  *bulkSummary
@@ -168,9 +174,9 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 		k.groups[groupKey{p.conn, p.sent}] = g
 	}
 	ph := phaseOf(p)
-	same := g.seen > 0 && ph == g.phase && p.path == g.path && p.ecn == g.ecn
+	same := g.seen > 0 && ph == g.phase && p.path == g.path && p.ecn == g.ecn && p.ev.Time-g.last < bulkGap
 	g.seen++
-	g.phase, g.path, g.ecn = ph, p.path, p.ecn
+	g.phase, g.path, g.ecn, g.last = ph, p.path, p.ecn, p.ev.Time
 	switch {
 	case k.keepAll || g.seen <= keepFullPerGroup:
 		return true
