@@ -51,7 +51,7 @@ func registerPassiveClient() {
 			s, _, _ := t.download(ctx, serveOptions{Label: "download"})
 			var firstServer time.Time
 			t.rec.mu.Lock()
-			for _, d := range t.rec.datagrams {
+			for _, d := range t.rec.allDatagramsLocked() {
 				if d.sent {
 					firstServer = d.at
 					break

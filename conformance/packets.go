@@ -217,7 +217,7 @@ func runInvInitialDatagramSize(ctx context.Context, t *T) {
 func runInvCoalesceSameCID(ctx context.Context, t *T) {
 	t.passiveTraffic(ctx)
 	t.rec.mu.Lock()
-	dgs := append([]datagramRec(nil), t.rec.datagrams...)
+	dgs := append([]datagramRec(nil), t.rec.allDatagramsLocked()...)
 	t.rec.mu.Unlock()
 	coalesced, bad := judgeCoalesceSameCID(dgs)
 	if bad != "" {
@@ -640,7 +640,7 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 	}
 	rc.Fetch(ctx, path, t.Settle())
 	t.rec.mu.Lock()
-	dgs := append([]datagramRec(nil), t.rec.datagrams...)
+	dgs := append([]datagramRec(nil), t.rec.allDatagramsLocked()...)
 	t.rec.mu.Unlock()
 	var largest datagramRec
 	n, over1200 := 0, 0

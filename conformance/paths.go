@@ -437,10 +437,10 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n), events(Trigger, rb.trig)...)
 	case len(challenges) == 0:
 		t.Fact("path.rebinding", "followed without validation")
-		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
+		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
 	default:
 		t.Fact("path.rebinding", fmt.Sprintf("followed and validated; download complete: %v", rb.complete))
-		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
+		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
 	}
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // packets of each group (one connection, one direction) are kept in full,
 // whatever they carry. After that a bulk packet, one that carries only
 // STREAM data, ACK frames from the tester and PADDING, in the same key
-// phase, path and ECN mark as the group's previous packet, is counted and
+// phase, path and ECN mark as the group's previous packet and less than
+// bulkGap after it, is counted and
 // summarised (bulkSummary) instead; any other packet is still kept, up to
 // keepOtherPerScenario of them. The record only grows: kept packets keep
 // their order and their index, so the marks judges take (len of a
@@ -35,6 +37,10 @@ import (
 const (
 	keepFullPerGroup     = 2000
 	keepOtherPerScenario = 10000
+	// bulkGap: a packet that comes this long after the group's previous
+	// one is not bulk (the first packet after a blackhole or a stall is
+	// what judges look for).
+	bulkGap = 100 * time.Millisecond
 )
 
 // groupKey names one group of packets: a connection and a direction.
@@ -46,7 +52,8 @@ type groupKey struct {
 // groupState is what the recorder tracks per group to decide what to keep.
 type groupState struct {
 	seen  int
-	phase int // key phase of the previous packet (KeyPhase*2 + Key Phase bit)
+	last  time.Duration // when the previous packet was recorded
+	phase int           // key phase of the previous packet (KeyPhase*2 + Key Phase bit)
 	path  int
 	ecn   uint8
 	bulk  *bulkSummary
@@ -57,7 +64,7 @@ type bulkSummary struct {
 	packets     int
 	bytes       int
 	first, last time.Duration
-	frames      map[wire.FrameType]int
+	frames      map[string]int
 }
 
 // ledgerEntry is what remains of a packet the recorder did not keep.
@@ -73,6 +80,9 @@ type ledgerEntry struct {
 	firstByte  byte
 	sent       bool
 	hasAck     bool
+	// ackEliciting is the packet's own flag (a sent bulk packet with
+	// STREAM data is ack-eliciting, one with ACK frames only is not).
+	ackEliciting bool
 	// ackOther is set on a received packet with ACK frames (an "other"
 	// packet past keepOtherPerScenario): its ranges are lost.
 	ackOther bool
@@ -86,9 +96,12 @@ type keepState struct {
 	dropped   int
 	ledger    []ledgerEntry
 	// datagramsDropped counts the short-header datagrams past
-	// keepDatagramBytes whose record was not kept (they went to the
-	// capture all the same).
+	// keepDatagramBytes whose full record was not kept (they went to the
+	// capture all the same); dgrams holds what remains of each, addrs the
+	// addresses they name.
 	datagramsDropped int
+	dgrams           []dgramEntry
+	addrs            []netip.AddrPort
 	// readAfterDrop is set when the record was read (snapshot, wait,
 	// records) after a packet had been dropped.
 	readAfterDrop bool
@@ -161,21 +174,21 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 		k.groups[groupKey{p.conn, p.sent}] = g
 	}
 	ph := phaseOf(p)
-	same := g.seen > 0 && ph == g.phase && p.path == g.path && p.ecn == g.ecn
+	same := g.seen > 0 && ph == g.phase && p.path == g.path && p.ecn == g.ecn && p.ev.Time-g.last < bulkGap
 	g.seen++
-	g.phase, g.path, g.ecn = ph, p.path, p.ecn
+	g.phase, g.path, g.ecn, g.last = ph, p.path, p.ecn, p.ev.Time
 	switch {
 	case k.keepAll || g.seen <= keepFullPerGroup:
 		return true
 	case same && isBulk(p):
 		if g.bulk == nil {
-			g.bulk = &bulkSummary{first: p.ev.Time, frames: map[wire.FrameType]int{}}
+			g.bulk = &bulkSummary{first: p.ev.Time, frames: map[string]int{}}
 		}
 		g.bulk.packets++
 		g.bulk.bytes += p.ev.Size
 		g.bulk.last = p.ev.Time
 		for _, f := range p.frames {
-			g.bulk.frames[f.Type()]++
+			g.bulk.frames[f.Type().String()]++
 		}
 	case k.otherKept < keepOtherPerScenario:
 		k.otherKept++
@@ -183,7 +196,7 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 	}
 	k.dropped++
 	e := ledgerEntry{before: int32(len(r.packets)), conn: int32(p.conn), pn: p.pn, at: p.ev.Time, size: int32(p.ev.Size),
-		space: int8(p.space), path: int8(p.path), firstByte: p.firstByte, sent: p.sent}
+		space: int8(p.space), path: int8(p.path), firstByte: p.firstByte, sent: p.sent, ackEliciting: p.ackEliciting}
 	for _, f := range p.frames {
 		if a, ok := f.(*wire.AckFrame); ok && len(a.Ranges) > 0 {
 			if p.sent {
@@ -198,18 +211,109 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 	return false
 }
 
+// dgramPrefix is how much of a short-header datagram a dgramEntry keeps:
+// the first byte and the longest Destination Connection ID.
+const dgramPrefix = 21
+
+// dgramEntry is what remains of a datagram whose record was not kept.
+type dgramEntry struct {
+	before      int32 // index of the kept record it precedes
+	size        int32
+	at          time.Duration
+	local, peer uint8 // indexes into keepState.addrs
+	sent        bool
+	n           uint8
+	prefix      [dgramPrefix]byte
+}
+
+// addrIndexLocked returns a's index in r.keep.addrs, adding it.
+func (r *recorder) addrIndexLocked(a netip.AddrPort) uint8 {
+	for i, x := range r.keep.addrs {
+		if x == a {
+			return uint8(i)
+		}
+	}
+	if len(r.keep.addrs) == 255 {
+		return 255 // more addresses than any scenario uses: the last stands
+	}
+	r.keep.addrs = append(r.keep.addrs, a)
+	return uint8(len(r.keep.addrs) - 1)
+}
+
 // keepDatagramLocked reports whether d's record is kept: every datagram
 // until keepDatagramBytes have been kept whole, every long-header one,
-// and all of them when the scenario keeps everything. r.mu is held.
+// and all of them when the scenario keeps everything. Of the others a
+// dgramEntry remains (time, size, addresses, first bytes). r.mu is held.
 func (r *recorder) keepDatagramLocked(d *datagramRec) bool {
 	if r.keep.keepAll || r.keptBytes+len(d.b) <= keepDatagramBytes || len(d.b) == 0 || d.b[0]&0x80 != 0 {
 		return true
 	}
 	r.keep.datagramsDropped++
+	e := dgramEntry{before: int32(len(r.datagrams)), size: int32(len(d.b)), at: d.at.Sub(r.start),
+		local: r.addrIndexLocked(d.local), peer: r.addrIndexLocked(d.peer), sent: d.sent}
+	e.n = uint8(copy(e.prefix[:], d.b))
+	r.keep.dgrams = append(r.keep.dgrams, e)
 	return false
 }
 
-// droppedLocked notes that the record is read; r.mu is held.
+// allDatagramsLocked returns every datagram of the scenario in order: the
+// kept records, and for the others a record with their first bytes only
+// (truncated). The records must not be changed. r.mu is held.
+func (r *recorder) allDatagramsLocked() []datagramRec {
+	k := &r.keep
+	if len(k.dgrams) == 0 {
+		return r.datagrams
+	}
+	out := make([]datagramRec, 0, len(r.datagrams)+len(k.dgrams))
+	j := 0
+	for i := 0; i <= len(r.datagrams); i++ {
+		for ; j < len(k.dgrams) && int(k.dgrams[j].before) <= i; j++ {
+			e := &k.dgrams[j]
+			out = append(out, datagramRec{at: r.start.Add(e.at), sent: e.sent, local: k.addrs[e.local], peer: k.addrs[e.peer],
+				b: e.prefix[:e.n:e.n], size: int(e.size), truncated: true})
+		}
+		if i < len(r.datagrams) {
+			out = append(out, r.datagrams[i])
+		}
+	}
+	return out
+}
+
+// seen returns how many packets connection conn sent (sent) or received
+// in all, kept or summarised: the count a sentence gives.
+func (r *recorder) seen(conn int, sent bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.keep.groups[groupKey{conn, sent}]; g != nil {
+		return g.seen
+	}
+	return 0
+}
+
+// droppedSince returns how many packets connection conn received on path
+// after the record's index mark that the recorder summarised.
+func (r *recorder) droppedSince(conn, path, mark int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.keep.ledger {
+		if int(e.conn) == conn && !e.sent && int(e.path) == path && int(e.before) >= mark {
+			n++
+		}
+	}
+	return n
+}
+
+// record returns connection conn's record with its ledger.
+func (t *T) record(conn int) connRecord {
+	rs := t.records()
+	if conn < 0 || conn >= len(rs) {
+		return connRecord{}
+	}
+	return rs[conn]
+}
+
+// noteReadLocked notes that the record is read; r.mu is held.
 func (r *recorder) noteReadLocked() {
 	if r.keep.dropped > 0 {
 		r.keep.readAfterDrop = true
@@ -246,7 +350,7 @@ func (r *recorder) summary() string {
 			dir = "sent"
 		}
 		var fs []string
-		types := make([]wire.FrameType, 0, len(b.frames))
+		types := make([]string, 0, len(b.frames))
 		for ft := range b.frames {
 			types = append(types, ft)
 		}
@@ -262,7 +366,7 @@ func (r *recorder) summary() string {
 		s += ": " + strings.Join(parts, "; ")
 	}
 	if k.datagramsDropped > 0 {
-		s += fmt.Sprintf("; %d short-header datagrams past the first %d bytes went to the capture only", k.datagramsDropped, keepDatagramBytes)
+		s += fmt.Sprintf("; of %d short-header datagrams past the first %d bytes only the first bytes were kept", k.datagramsDropped, keepDatagramBytes)
 	}
 	return s
 }

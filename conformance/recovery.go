@@ -269,22 +269,29 @@ func runAckNotForAckOnly(ctx context.Context, t *T) {
 		t.requireControl(ctx, "The large resource did not come")
 		t.Inconclusive(fmt.Sprintf("The download of the large resource did not start: %v.", err))
 	}
-	ps := t.rec.snapshot()
+	// Every packet of the download counts, those the recorder summarised
+	// too (their ledger entries keep the number and the ack-eliciting flag).
 	ackOnly := map[uint64]bool{}
 	var pending []uint64 // the tester's 1-RTT packets not yet acknowledged
 	req := t.sc.Requirements[0]
 	sentAckOnly, serverAckOnly := 0, 0
-	for _, p := range ps {
-		if p.conn != rc.trace.id || p.space != 2 {
-			continue
+	var failSentence string
+	var failAt *packet
+	t.record(rc.trace.id).walk(func(v pktView) bool {
+		if v.space() != 2 {
+			return true
 		}
-		if p.sent {
-			pending = append(pending, p.pn)
-			if !p.ackEliciting {
-				ackOnly[p.pn] = true
+		if v.sent() {
+			pending = append(pending, v.pn())
+			if v.p != nil && !v.p.ackEliciting || v.p == nil && !v.e.ackEliciting {
+				ackOnly[v.pn()] = true
 				sentAckOnly++
 			}
-			continue
+			return true
+		}
+		p := v.p
+		if p == nil {
+			return true // a summarised server packet carries no ACK frame
 		}
 		var newly []uint64
 		for _, f := range p.frames {
@@ -301,20 +308,21 @@ func runAckNotForAckOnly(ctx context.Context, t *T) {
 			})
 		}
 		if p.ackEliciting || len(newly) == 0 {
-			continue
+			return true
 		}
 		serverAckOnly++
-		onlyAckOnly := true
 		for _, pn := range newly {
 			if !ackOnly[pn] {
-				onlyAckOnly = false
-				break
+				return true
 			}
 		}
-		if onlyAckOnly {
-			t.Fail("ack-only", req, fmt.Sprintf("The server sent an ACK-only packet (%d) whose only new acknowledgments were of the tester's ACK-only packets %v.", p.pn, newly[:min(len(newly), 8)]), events(Response, p)...)
-			return
-		}
+		failSentence = fmt.Sprintf("The server sent an ACK-only packet (%d) whose only new acknowledgments were of the tester's ACK-only packets %v.", p.pn, newly[:min(len(newly), 8)])
+		failAt = p
+		return false
+	})
+	if failAt != nil {
+		t.Fail("ack-only", req, failSentence, events(Response, failAt)...)
+		return
 	}
 	t.Fact("ack.tester-ack-only", sentAckOnly)
 	t.Fact("ack.server-ack-only", serverAckOnly)
@@ -873,12 +881,12 @@ func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	rc.Receive(ctx, 3200*time.Millisecond, func() bool {
 		t.rec.mu.Lock()
 		defer t.rec.mu.Unlock()
-		_, _, later, _ := flightOf(t.rec.datagrams)
+		_, _, later, _ := flightOf(t.rec.allDatagramsLocked())
 		return later > 0
 	})
 	sent, _, _ := t.ampCounts(rc)
 	t.rec.mu.Lock()
-	first, flight, later, probeAt := flightOf(t.rec.datagrams)
+	first, flight, later, probeAt := flightOf(t.rec.allDatagramsLocked())
 	t.rec.mu.Unlock()
 	req := t.sc.Requirements[0]
 	if first.IsZero() {

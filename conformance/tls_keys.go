@@ -1247,7 +1247,7 @@ func (t *T) runOnlySuite(ctx context.Context, suite uint16, name string) {
 			t.Inconclusive(fmt.Sprintf("The handshake completed with %s, but fetching %s failed: %v.", name, what, err), events(Response, lastN(ps, 3)...)...)
 		}
 		t.Fact("tls.cipher-suite", tls.CipherSuiteName(suite))
-		t.Pass("suite", req, fmt.Sprintf("The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).", name, got, what, len(ps)),
+		t.Pass("suite", req, fmt.Sprintf("The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).", name, got, what, t.rec.seen(c.trace.id, false)),
 			events(Response, lastN(ps, 2)...)...)
 	})
 }
