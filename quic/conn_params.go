@@ -115,6 +115,9 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 	}
 	c.cids.peerLimit = p.ActiveConnectionIDLimit
 	c.qlogParametersSet(now, p, false)
+	// The typed fields hold what the connection uses; the list as sent
+	// (p.Raw, hundreds of bytes) is not kept for the connection's life.
+	p.Raw = nil
 	return nil
 }
 
