@@ -97,11 +97,20 @@ type Agent struct {
 	// OnStart and OnExit, when set, are told each endpoint's PID when it
 	// starts and once it has exited and been reaped (tests).
 	OnStart, OnExit func(pid int)
+	// StateDir, when set, holds the agent's state file (agent_state.go):
+	// at start the agent ends the endpoint groups that dead agents left
+	// there, then records its own endpoints' groups while they run.
+	StateDir string
 
 	mu     sync.Mutex
 	ws     map[int64]*workspace
+	state  *stateFile
 	server *rpc.Server
 }
+
+// DefaultStateDir is where `quiver agent serve` keeps its state file; the
+// agents of every network namespace on a host share it.
+func DefaultStateDir() string { return filepath.Join(os.TempDir(), "quiver-agent-state") }
 
 // Serve serves the agent on l until ctx ends; then every endpoint still
 // running is stopped and its files removed.
@@ -117,6 +126,24 @@ func (a *Agent) Serve(ctx context.Context, l rpc.Listener) error {
 		}
 		a.Dir = d
 		defer os.RemoveAll(d)
+	}
+	if a.StateDir != "" {
+		if _, err := ReapDeadAgents(a.StateDir, a.logf); err != nil {
+			return err
+		}
+		st, err := newStateFile(a.StateDir)
+		if err != nil {
+			return err
+		}
+		a.mu.Lock()
+		a.state = st
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			st.close()
+			a.state = nil
+		}()
 	}
 	s := rpc.NewServer()
 	rpc.RegisterBidiStream(s, AgentMethod, a.endpoint)
@@ -293,12 +320,14 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	}
 	pid := p.p.Pid()
 	*pidOut = pid
+	a.track(pid, true)
 	a.logf("%s %s started: pid %d: %s", job.Role, im.name, pid, spec)
 	if a.OnStart != nil {
 		a.OnStart(pid)
 	}
 	defer func() {
 		p.stop()
+		a.track(pid, false)
 		a.logf("%s %s pid %d ended", job.Role, im.name, pid)
 	}()
 	if job.Role == "server" {
@@ -340,6 +369,24 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 		d.Err = runErr.Error()
 	}
 	return d, nil
+}
+
+// track records (or forgets) an endpoint's group in the state file.
+func (a *Agent) track(pid int, running bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == nil {
+		return
+	}
+	var err error
+	if running {
+		err = a.state.add(pid)
+	} else {
+		err = a.state.remove(pid)
+	}
+	if err != nil {
+		a.logf("agent state: %v", err)
+	}
 }
 
 // sampleCPU sends the process's CPU time once a second until it exits.
@@ -450,5 +497,5 @@ func DefaultAgent() (*Agent, error) {
 	if err != nil && !errors.Is(err, peers.ErrNotInstalled) {
 		return nil, err
 	}
-	return &Agent{Bins: b}, nil
+	return &Agent{Bins: b, StateDir: DefaultStateDir()}, nil
 }
