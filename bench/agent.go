@@ -64,12 +64,15 @@ type AgentStarted struct {
 }
 
 // CPUSample is an endpoint's cumulative CPU time at T after its start, from
-// /proc/PID/stat, with the host's softirq CPU time (all CPUs) beside it.
+// /proc/PID/stat, with the host's softirq and interrupt CPU time (all
+// CPUs, machine-wide) beside it when HostOK.
 type CPUSample struct {
 	T       time.Duration `json:"t_ns"`
 	User    time.Duration `json:"user_ns"`
 	System  time.Duration `json:"system_ns"`
 	SoftIRQ time.Duration `json:"host_softirq_ns"`
+	IRQ     time.Duration `json:"host_irq_ns"`
+	HostOK  bool          `json:"host_ok"`
 }
 
 // AgentDone is what the endpoint did: its rusage, the client's wall time,
@@ -402,7 +405,8 @@ func sampleCPU(pid int, begin time.Time, exited <-chan struct{}, emit func(*Agen
 			if !ok {
 				return
 			}
-			if emit(&AgentEvent{Sample: &CPUSample{T: time.Since(begin), User: u, System: sy, SoftIRQ: hostSoftIRQ()}}) != nil {
+			irq, softirq, hostOK := hostIRQ()
+			if emit(&AgentEvent{Sample: &CPUSample{T: time.Since(begin), User: u, System: sy, SoftIRQ: softirq, IRQ: irq, HostOK: hostOK}}) != nil {
 				return
 			}
 		}
@@ -434,25 +438,6 @@ func procCPU(pid int) (user, sys time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	return time.Duration(ut) * clockTick, time.Duration(st) * clockTick, true
-}
-
-// hostSoftIRQ is the softirq time of all CPUs (the "cpu" line of
-// /proc/stat, field 7), or 0 where it cannot be read.
-func hostSoftIRQ() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0
-	}
-	n, err := strconv.ParseInt(f[7], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(n) * clockTick
 }
 
 // readUDP reads the UDP counters of the agent's network namespace.
