@@ -180,7 +180,7 @@ func writeSweepReport(w io.Writer, r StoredResult, chart func(string, []byte) st
 		name := base + "-cpu-" + safeName(p.String()) + ".svg"
 		fmt.Fprintf(w, "\n![CPU per second, %s, %s, run %d](%s)\n", p, shortConfig(configs[0]), run.Iter,
 			chart(name, lineChartSVG(fmt.Sprintf("CPU per second: %s, %s (run %d, %.0f Mbit/s)", p, shortConfig(configs[0]), run.Iter, run.GoodputMbps),
-				"second of the transfer", "CPUs busy", lines)))
+				"seconds into the transfer (end of each interval)", "CPUs busy", t.Interval.Seconds(), lines)))
 	}
 }
 

@@ -141,8 +141,8 @@ func barChartSVG(title, ylabel string, series []string, groups []svgGroup) []byt
 	return d.bytes()
 }
 
-// lineChartSVG draws lines over steps 1..n (seconds).
-func lineChartSVG(title, xlabel, ylabel string, lines []svgLine) []byte {
+// lineChartSVG draws lines over steps 1..n, the step i labelled i×step.
+func lineChartSVG(title, xlabel, ylabel string, step float64, lines []svgLine) []byte {
 	d := newSVG(title)
 	top, n := 0.0, 0
 	for _, l := range lines {
@@ -160,7 +160,9 @@ func lineChartSVG(title, xlabel, ylabel string, lines []svgLine) []byte {
 		return float64(svgLeft) + plotW*float64(i)/float64(n-1)
 	}
 	for i := 0; i < n; i++ {
-		d.text(x(i), float64(svgH-svgBot+16), "middle", 11, fmt.Sprint(i+1))
+		if n <= 20 || (i+1)%((n+19)/20) == 0 {
+			d.text(x(i), float64(svgH-svgBot+16), "middle", 11, fmt.Sprintf("%g", math.Round(float64(i+1)*step*100)/100))
+		}
 	}
 	d.text(float64(svgLeft)+plotW/2, float64(svgH-svgBot+36), "middle", 12, xlabel)
 	var names []string
