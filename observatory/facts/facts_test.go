@@ -104,6 +104,11 @@ func TestComparable(t *testing.T) {
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "1 ACK per 2 packets", true},
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "21 ACK packets for 50 ack-eliciting packets (0.42)"}, "1 ACK per 2 packets", true},
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "5 ACK packets for 50 ack-eliciting packets (0.10)"}, "1 ACK per 10 packets", true},
+		// Noise around a policy stays on it: 7 ACKs for 50 packets (one
+		// per 7.1) is still every 10th, 16 for 50 (one per 3.1) every 2nd.
+		{store.Fact{Key: "ack.ratio-above-pn-100", Type: store.FactString, Value: "7 ACK packets for 50 ack-eliciting packets numbered above 100 (0.14)"}, "1 ACK per 10 packets", true},
+		{store.Fact{Key: "ack.ratio-above-pn-100", Type: store.FactString, Value: "16 ACK packets for 50 ack-eliciting packets numbered above 100 (0.32)"}, "1 ACK per 2 packets", true},
+		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "50 ACK packets for 50 ack-eliciting packets (1.00)"}, "1 ACK per 1 packets", true},
 		{store.Fact{Key: "ack.delays", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "", false},
 		{store.Fact{Key: "v2.upgrade", Type: store.FactString, Value: "stays on v1 when v2 is offered"}, "stays on v1 when v2 is offered", true},
 		{store.Fact{Key: "tls.cipher", Type: store.FactString, Value: "TLS_AES_128_GCM_SHA256"}, "TLS_AES_128_GCM_SHA256", true},
