@@ -85,7 +85,7 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 	resumed := 0
 	for i := 0; i < 5 && ctx.Err() == nil; i++ {
 		rc.Receive(ctx, 500*time.Millisecond, nil)
-		if rc.recvd[0].empty() {
+		if rc.recvd[0].Empty() {
 			continue
 		}
 		before := t.datagramsReceived(rc.trace.id)
@@ -485,7 +485,7 @@ func (t *T) retryOf(rc *rawClient) (*wire.Retry, *packet) {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
 	for _, d := range t.rec.allDatagramsLocked() {
-		if d.sent || d.local != rc.paths[0].local || d.size == 0 || d.b[0]&0x80 == 0 {
+		if d.sent || d.local != rc.paths[0].Local || d.size == 0 || d.b[0]&0x80 == 0 {
 			continue
 		}
 		if r, err := wire.ParseRetry(d.b); err == nil {

@@ -343,7 +343,7 @@ func (t *T) answersSince(rc *rawClient, at time.Time) [][]byte {
 	defer t.rec.mu.Unlock()
 	var out [][]byte
 	for _, d := range t.rec.allDatagramsLocked() {
-		if !d.sent && d.local == rc.paths[0].local && !d.at.Before(at) {
+		if !d.sent && d.local == rc.paths[0].Local && !d.at.Before(at) {
 			out = append(out, d.b)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/qlog"
 	"github.com/quiver-quic/quiver/quic"
@@ -458,8 +459,8 @@ type prefixBuffer struct {
 }
 
 func (l *prefixBuffer) Write(p []byte) (int, error) {
-	if len(l.b) < rawKeep {
-		l.b = append(l.b, p[:min(len(p), rawKeep-len(l.b))]...)
+	if len(l.b) < rawquic.Keep {
+		l.b = append(l.b, p[:min(len(p), rawquic.Keep-len(l.b))]...)
 	}
 	l.n += int64(len(p))
 	return len(p), nil

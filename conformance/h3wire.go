@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quic-go/qpack"
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -278,7 +279,7 @@ func decodeStaticSection(section []byte) ([]qpack.HeaderField, error) {
 // recorded packets: the data of each stream, the packets that carried it,
 // the stream errors and the close.
 type h3Seen struct {
-	streams map[uint64]*rawStream
+	streams map[uint64]*rawquic.Stream
 	carried map[uint64][]*packet
 	resets  map[uint64]frameAt // RESET_STREAM by stream
 	stops   map[uint64]frameAt // STOP_SENDING by stream
@@ -288,7 +289,7 @@ type h3Seen struct {
 // h3Observe reassembles what the server sent on connection conn from
 // packet index from.
 func h3Observe(ps []*packet, conn, from int) *h3Seen {
-	v := &h3Seen{streams: map[uint64]*rawStream{}, carried: map[uint64][]*packet{},
+	v := &h3Seen{streams: map[uint64]*rawquic.Stream{}, carried: map[uint64][]*packet{},
 		resets: map[uint64]frameAt{}, stops: map[uint64]frameAt{}}
 	for _, p := range received(ps, conn, from) {
 		for _, f := range p.frames {
@@ -296,10 +297,10 @@ func h3Observe(ps []*packet, conn, from int) *h3Seen {
 			case *wire.StreamFrame:
 				s := v.streams[f.StreamID]
 				if s == nil {
-					s = &rawStream{}
+					s = &rawquic.Stream{}
 					v.streams[f.StreamID] = s
 				}
-				s.add(f.Offset, f.Data, f.Fin)
+				s.Add(f.Offset, f.Data, f.Fin)
 				if c := v.carried[f.StreamID]; len(c) == 0 || c[len(c)-1] != p {
 					v.carried[f.StreamID] = append(c, p)
 				}
@@ -333,7 +334,7 @@ func (v *h3Seen) uniStreams() map[uint64][]uint64 {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if typ, _, err := wire.ConsumeVarint(v.streams[id].data()); err == nil {
+		if typ, _, err := wire.ConsumeVarint(v.streams[id].Data()); err == nil {
 			out[typ] = append(out[typ], id)
 		}
 	}
@@ -346,11 +347,11 @@ func (v *h3Seen) uniPayload(id uint64) []byte {
 	if s == nil {
 		return nil
 	}
-	_, n, err := wire.ConsumeVarint(s.data())
+	_, n, err := wire.ConsumeVarint(s.Data())
 	if err != nil {
 		return nil
 	}
-	return s.data()[n:]
+	return s.Data()[n:]
 }
 
 // streamOfType returns the payload of the server's first unidirectional
@@ -381,8 +382,8 @@ func (v *h3Seen) response(id uint64) h3Response {
 	if s == nil {
 		return r
 	}
-	r.complete = s.complete()
-	fs, _ := h3Frames(s.data())
+	r.complete = s.Complete()
+	fs, _ := h3Frames(s.Data())
 	for _, f := range fs {
 		r.frames = append(r.frames, f.typ)
 		switch f.typ {
@@ -548,7 +549,7 @@ func (t *T) h3Answers(ctx context.Context, c *Conn, d time.Duration, cond func(v
 func completed(ids ...uint64) func(v *h3Seen) bool {
 	return func(v *h3Seen) bool {
 		for _, id := range ids {
-			if s := v.streams[id]; s == nil || !s.complete() {
+			if s := v.streams[id]; s == nil || !s.Complete() {
 				if _, _, reset := v.streamError(id); !reset {
 					return false
 				}
@@ -583,7 +584,7 @@ func judgeGoesOn(v *h3Seen, id uint64, what string) judged {
 		return judged{Fail, fmt.Sprintf("The server closed the connection with %s after %s; it must ignore them.", code, what), []*packet{v.close}, 0}
 	}
 	if fa, code, ok := v.streamError(id); ok && code != uint64(h3.ErrCodeNoError) {
-		if _, isReset := fa.f.(*wire.ResetStreamFrame); isReset || !v.streams[id].complete() {
+		if _, isReset := fa.f.(*wire.ResetStreamFrame); isReset || !v.streams[id].Complete() {
 			return judged{Fail, fmt.Sprintf("The server aborted the request sent after %s with %s (%s); it must ignore them.", what, describeCode(code), frameString(fa.f)), []*packet{fa.p}, 0}
 		}
 	}

@@ -129,7 +129,7 @@ func malformedDone(id uint64) func(v *h3Seen) bool {
 			return true
 		}
 		s := v.streams[id]
-		return s != nil && s.complete()
+		return s != nil && s.Complete()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -357,7 +358,7 @@ func judgePNLength(c connRecord) (string, []*packet) {
 // packet the tester sends is recorded before it leaves, so an ACK can
 // only cover recorded numbers.
 func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
-	var sent [3]pnSet
+	var sent [3]rawquic.PNSet
 	var count [3]int
 	var missing []uint64
 	var sentence string
@@ -368,7 +369,7 @@ func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
 			return true
 		}
 		if v.sent() {
-			if sent[space].add(v.pn()) {
+			if sent[space].Add(v.pn()) {
 				count[space]++
 			}
 			return true
@@ -392,7 +393,7 @@ func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
 				}
 				missing = missing[:0]
 				for pn := r.Smallest; pn <= r.Largest; pn++ {
-					if !sent[space].contains(pn) {
+					if !sent[space].Contains(pn) {
 						missing = append(missing, pn)
 					}
 				}

@@ -98,11 +98,11 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 		rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
 		rc.Receive(ctx, 30*time.Millisecond, nil)
 		s := rc.stream(req.id)
-		if s != nil && s.received() == got {
+		if s != nil && s.Received() == got {
 			break
 		}
 		if s != nil {
-			got = s.received()
+			got = s.Received()
 		}
 	}
 	rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
@@ -322,7 +322,7 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	}
 	t.Fact("path.probe-new-port", map[string]bool{"server-probed-new-path": challenged, "non-probing-on-new-path": moved})
 	if resp.path != np {
-		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.paths[np].local.Port(), rc.paths[resp.path].local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.paths[np].Local.Port(), rc.paths[resp.path].Local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
 	t.Pass("path", reqs[0], "The PATH_RESPONSE went back to the new port the challenge came from.", evidence(events(Trigger, trig), events(Response, resp))...)
@@ -631,7 +631,7 @@ func runPathActiveMigration(ctx context.Context, t *T, newAddr bool) {
 	rc.dcid = append([]byte(nil), spare.ConnectionID...)
 	_, ferr := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
 	rc.Receive(ctx, t.PTO(), nil)
-	trig := rc.paths[np].local
+	trig := rc.paths[np].Local
 	var onNew []*packet
 	var challenge *packet
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -230,7 +231,7 @@ var ecnSockOnce = sync.OnceValue(func() bool {
 	rx.SetReadDeadline(time.Now().Add(time.Second))
 	buf, oob := make([]byte, 16), make([]byte, 128)
 	_, oobn, _, _, err := rx.ReadMsgUDPAddrPort(buf, oob)
-	return err == nil && ecnFromOOB(oob[:oobn]) == 2
+	return err == nil && rawquic.ECNFromOOB(oob[:oobn]) == 2
 })
 
 // requireECNSock ends the scenario as inconclusive when the tester cannot
@@ -336,7 +337,7 @@ func (rc *rawClient) streamEnd(id uint64) uint64 {
 	if s == nil {
 		return 0
 	}
-	return s.end()
+	return s.End()
 }
 
 // stallOn receives for one settle window, or until cond holds; it returns

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -33,9 +34,9 @@ type rawClient struct {
 	// paths are the tester's sockets towards the target: path 0 is the
 	// one the handshake used; migration scenarios add more. cur is the
 	// path the client sends on.
-	paths []*rawPath
+	paths []*rawquic.Path
 	cur   int
-	in    chan rawIn
+	in    chan rawquic.In
 	done  chan struct{}
 
 	version     uint32
@@ -61,8 +62,8 @@ type rawClient struct {
 	seal, open [3]*protect.Keys
 	nextPN     [3]uint64
 	largest    [3]uint64 // NoPacketNumber before the first packet
-	recvd      [3]pnSet
-	credit     rawCredit
+	recvd      [3]rawquic.PNSet
+	credit     rawquic.Credit
 	ackOwed    [3]bool
 	cryptoOff  [3]uint64
 	cryptoQ    [3][]byte
@@ -111,7 +112,7 @@ type rawClient struct {
 	FirstFlight  func()
 	holdFinished bool
 	// streams reassembles the server's stream data (rawfetch.go).
-	streams   map[uint64]*rawStream
+	streams   map[uint64]*rawquic.Stream
 	nextBidi  uint64
 	h3Control bool
 	// readPhase and writePhase are the 1-RTT key phases in use; the
@@ -202,11 +203,11 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
 	}
 	t.cleanup(func() { uc.Close() })
-	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawIn, 1024), done: make(chan struct{})}
+	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
 	t.cleanup(func() { close(rc.done) })
 	rc.peer = netip.AddrPortFrom(ua.AddrPort().Addr().Unmap(), ua.AddrPort().Port())
 	rc.addPath(uc)
-	rc.conn, rc.local = uc, rc.paths[0].local
+	rc.conn, rc.local = uc, rc.paths[0].Local
 	rc.trace = t.rec.newConn(o.Label)
 	rc.trace.setAddrs(rc.local, rc.peer)
 	rc.version = o.Version
@@ -239,7 +240,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 		tp := o.TP
 		if tp == nil {
 			tp = defaultClientTP(rc.scid)
-			rc.credit = newRawCredit(tp)
+			rc.credit = rawquic.NewCredit(tp)
 		}
 		rc.tp = tp.Marshal()
 	}
@@ -509,7 +510,7 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 		m.path = *o.Path
 	}
 	if m.path > 0 {
-		m.local = rc.paths[m.path].local
+		m.local = rc.paths[m.path].Local
 	}
 	m.keyPhase = 0
 	if h.KeyPhase {
@@ -541,8 +542,8 @@ func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
 		rc.firstSent = time.Now()
 	}
 	p := rc.paths[i]
-	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.local, peer: p.peer, b: d})
-	p.write(d)
+	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.Local, peer: p.Peer, b: d})
+	p.Write(d)
 }
 
 // sendClientHello sends the ClientHello in one Initial padded to pad bytes.
@@ -610,21 +611,21 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 		select {
 		case in := <-rc.in:
 			if rc.StampArrivals {
-				at := in.kernelAt
+				at := in.KernelAt
 				if at.IsZero() {
-					at = in.at
+					at = in.At
 				}
-				rc.arrivals = append(rc.arrivals, rawArrival{at: at, size: len(in.b), kernel: !in.kernelAt.IsZero()})
+				rc.arrivals = append(rc.arrivals, rawArrival{at: at, size: len(in.Data), kernel: !in.KernelAt.IsZero()})
 			}
-			if rc.DropIn != nil && rc.DropIn(in.path, in.b) {
-				rc.t.rec.addDatagram(datagramRec{at: in.at, sent: false, local: rc.paths[in.path].local, peer: rc.paths[in.path].peer, b: in.b})
+			if rc.DropIn != nil && rc.DropIn(in.Path, in.Data) {
+				rc.t.rec.addDatagram(datagramRec{at: in.At, sent: false, local: rc.paths[in.Path].Local, peer: rc.paths[in.Path].Peer, b: in.Data})
 				continue
 			}
-			if in.hasFlow {
+			if in.HasFlow {
 				if rc.flowLabels == nil {
 					rc.flowLabels = map[uint32]int{}
 				}
-				rc.flowLabels[in.flow]++
+				rc.flowLabels[in.Flow]++
 			}
 			rc.processDatagram(in)
 			rc.flush()
@@ -636,16 +637,16 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 	}
 }
 
-func (rc *rawClient) processDatagram(in rawIn) {
-	now, d := in.at, in.b
+func (rc *rawClient) processDatagram(in rawquic.In) {
+	now, d := in.At, in.Data
 	if !rc.firstSent.IsZero() {
 		rc.t.noteRTT(now.Sub(rc.firstSent))
 	}
-	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.path].local, peer: rc.paths[in.path].peer, b: d})
+	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.Path].Local, peer: rc.paths[in.Path].Peer, b: d})
 	rc.trace.keepRaw(now, d)
-	meta := pktMeta{path: in.path, ecn: in.ecn}
-	if in.path > 0 {
-		meta.local = rc.paths[in.path].local
+	meta := pktMeta{path: in.Path, ecn: in.ECN}
+	if in.Path > 0 {
+		meta.local = rc.paths[in.Path].Local
 	}
 	rest := d
 	for len(rest) > 0 {
@@ -783,8 +784,8 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
-	if !rc.recvd[sp].contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
-		rc.recvd[sp].add(pn)
+	if !rc.recvd[sp].Contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
+		rc.recvd[sp].Add(pn)
 		rc.ecnIn[sp][p.ecn&3]++
 	}
 	if p.ackEliciting && !rc.NoAcks {
@@ -826,7 +827,7 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 
 // ackFrame builds an ACK frame for everything received in space.
 func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
-	a := &wire.AckFrame{Ranges: rc.recvd[sp].ack(32)}
+	a := &wire.AckFrame{Ranges: rc.recvd[sp].Ack(32)}
 	rc.ecnFeedback(sp, a)
 	return a
 }
@@ -876,7 +877,7 @@ func (rc *rawClient) flush() {
 	finished := len(rc.cryptoQ[1]) > 0 && !rc.holdFinished
 	if rc.seal[1] != nil && (rc.ackOwed[1] || finished) && !rc.confirmed {
 		var fr []wire.Frame
-		if rc.ackOwed[1] || !rc.recvd[1].empty() {
+		if rc.ackOwed[1] || !rc.recvd[1].Empty() {
 			fr = append(fr, rc.ackFrame(1))
 		}
 		if q := rc.cryptoQ[1]; finished {
@@ -912,7 +913,7 @@ func (rc *rawClient) flush() {
 		rc.send(in, hs)
 	}
 	if rc.seal[2] != nil && rc.ackOwed[2] && rc.handshakeSent {
-		pkt, _ := rc.shortPacket(rc.credit.withAck([]wire.Frame{rc.ackFrame(2)}), shortOpts{})
+		pkt, _ := rc.shortPacket(rc.credit.WithAck([]wire.Frame{rc.ackFrame(2)}), shortOpts{})
 		rc.ackOwed[2] = false
 		rc.send(pkt)
 	}
@@ -920,7 +921,7 @@ func (rc *rawClient) flush() {
 
 // Send1RTT sends frames in a 1-RTT packet of its own datagram.
 func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
-	pkt, _ := rc.shortPacket(rc.credit.withAck(frames), o)
+	pkt, _ := rc.shortPacket(rc.credit.WithAck(frames), o)
 	rc.send(pkt)
 	return rc.lastSent()
 }
@@ -928,7 +929,7 @@ func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
 // Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
 func (rc *rawClient) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) *packet {
 	o.Path = &i
-	pkt, _ := rc.shortPacket(rc.credit.withAck(frames), o)
+	pkt, _ := rc.shortPacket(rc.credit.WithAck(frames), o)
 	rc.sendOn(i, pkt)
 	return rc.lastSent()
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/pcap"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -286,7 +287,7 @@ func (c *connTrace) recordMeta(sent bool, at time.Time, pt wire.PacketType, vers
 		p.ev.Direction = "sent"
 	}
 	p.ev.KeyPhase = m.keyPhase
-	p.ev.ECN = ecnName(m.ecn)
+	p.ev.ECN = rawquic.ECNName(m.ecn)
 	if m.path > 0 || m.local.IsValid() {
 		p.ev.Path = fmt.Sprintf("path %d (%v)", m.path, m.local)
 	}

@@ -785,7 +785,7 @@ func (rc *rawClient) receiveStream(ctx context.Context, req *rawRequest, n int, 
 		if s == nil {
 			return 0, false
 		}
-		return s.received(), s.complete()
+		return s.Received(), s.Complete()
 	}
 	rc.Receive(ctx, d, func() bool {
 		l, done := got()
@@ -1030,7 +1030,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		from := time.Now()
 		rc.Receive(ctx, roundTrip, nil)
 		n, _ := t.datagramBytes(func(d datagramRec) bool {
-			return !d.at.Before(from) && d.peer == rc.paths[0].peer && d.local == rc.paths[0].local
+			return !d.at.Before(from) && d.peer == rc.paths[0].Peer && d.local == rc.paths[0].Local
 		}, false, time.Time{})
 		rounds = append(rounds, n)
 		if armed && lossRound < 0 {
@@ -1246,7 +1246,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	next := 0
 	sampled := func() bool {
 		s := rc.stream(req.id)
-		return s != nil && s.received() >= burstSample
+		return s != nil && s.Received() >= burstSample
 	}
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		rc.Receive(ctx, 2*time.Millisecond, nil)

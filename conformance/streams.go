@@ -49,7 +49,7 @@ func runStopSendingReset(ctx context.Context, t *T) {
 			t.Check("reset", Inconclusive, must, fmt.Sprintf("The server closed the connection (%s) instead of resetting the stream.", closeCode(cl.closeFrame())), append(trig, events(Response, cl)...)...)
 			return
 		}
-		if s != nil && s.fin {
+		if s != nil && s.Fin {
 			t.Check("reset", Inconclusive, must, "The server had already sent the whole response (FIN), so the stream had left the Send state.", trig...)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -180,36 +181,13 @@ func hasMessage(msgs [][]byte, typ byte) bool {
 	return false
 }
 
-// extensionsOf walks a TLS extension block (2-byte length, then type,
-// length, data) and returns the data of each extension by type.
-func extensionsOf(b []byte) map[uint16][]byte {
-	out := map[uint16][]byte{}
-	if len(b) < 2 {
-		return out
-	}
-	n := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	if n < len(b) {
-		b = b[:n]
-	}
-	for len(b) >= 4 {
-		typ, l := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
-		if len(b) < 4+l {
-			break
-		}
-		out[typ] = b[4 : 4+l]
-		b = b[4+l:]
-	}
-	return out
-}
-
 // earlyAccepted reports whether the server's EncryptedExtensions carried
 // early_data (RFC 8446 §4.2.10: the server accepted the early data), and
 // whether EncryptedExtensions was seen at all.
 func earlyAccepted(c *connTrace) (accepted, seen bool) {
 	for _, m := range c.serverMessages(1) {
 		if m[0] == tlsEncryptedExtensions {
-			_, ok := extensionsOf(m[4:])[extEarlyData]
+			_, ok := rawquic.Extensions(m[4:])[extEarlyData]
 			return ok, true
 		}
 	}
@@ -233,7 +211,7 @@ func ticketEarlyData(m []byte) (uint32, bool) {
 	if len(b) < 2+tl {
 		return 0, false
 	}
-	ext := extensionsOf(b[2+tl:])
+	ext := rawquic.Extensions(b[2+tl:])
 	v, ok := ext[extEarlyData]
 	if !ok || len(v) < 4 {
 		return 0, ok

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -22,8 +23,8 @@ func registerHelloWithout(id, title string, ext uint16, name string, alert uint8
 	Register(&Scenario{
 		ID: id, Title: title, Family: "B", Needs: []string{NeedApp}, Requirements: reqs,
 		Run: func(ctx context.Context, t *T) {
-			rc, mark := t.helloExchange(ctx, "no "+name, func(h *clientHello) error {
-				if !h.remove(ext) {
+			rc, mark := t.helloExchange(ctx, "no "+name, func(h *rawquic.ClientHello) error {
+				if !h.Remove(ext) {
 					return fmt.Errorf("the ClientHello carries no %s extension to remove", name)
 				}
 				return nil
@@ -39,9 +40,9 @@ func registerHelloWithout(id, title string, ext uint16, name string, alert uint8
 // for one settle window (the provoked-error pattern of docs/conformance-model.md, Provoked errors, in
 // the Initial space). It returns the raw client and the recorder mark
 // before the ClientHello, for judgeProvoked.
-func (t *T) helloExchange(ctx context.Context, label string, edit func(h *clientHello) error) (*rawClient, int) {
+func (t *T) helloExchange(ctx context.Context, label string, edit func(h *rawquic.ClientHello) error) (*rawClient, int) {
 	var editErr error
-	rc := t.newRaw(ctx, rawOptions{Label: label, RewriteHello: editClientHello(edit, &editErr)})
+	rc := t.newRaw(ctx, rawOptions{Label: label, RewriteHello: rawquic.EditClientHello(edit, &editErr)})
 	rc.ClientHello(ctx)
 	if editErr != nil {
 		t.Errorf("rewrite the ClientHello: %v", editErr)
@@ -75,12 +76,12 @@ func (t *T) helloExchange(ctx context.Context, label string, edit func(h *client
 
 // serverHelloOf returns the server's ServerHello on the raw client's
 // connection and the Initial packet that completed it.
-func (t *T) serverHelloOf(rc *rawClient) (*serverHello, *packet) {
+func (t *T) serverHelloOf(rc *rawClient) (*rawquic.ServerHello, *packet) {
 	for _, m := range rc.trace.serverMessages(spaceInitial) {
 		if m[0] != 2 {
 			continue
 		}
-		sh, err := parseServerHello(m)
+		sh, err := rawquic.ParseServerHello(m)
 		if err != nil {
 			return nil, nil
 		}
@@ -97,28 +98,28 @@ func (t *T) serverHelloOf(rc *rawClient) (*serverHello, *packet) {
 }
 
 func runTLSVersionBelow13(ctx context.Context, t *T) {
-	rc, mark := t.helloExchange(ctx, "TLS 1.2 only", func(h *clientHello) error {
+	rc, mark := t.helloExchange(ctx, "TLS 1.2 only", func(h *rawquic.ClientHello) error {
 		// supported_versions (RFC 8446 §4.2.1): a 1-byte list length,
 		// then TLS 1.2 alone.
-		if _, ok := h.ext(extSupportedVersions); !ok {
+		if _, ok := h.Ext(rawquic.ExtSupportedVersions); !ok {
 			return errors.New("the ClientHello carries no supported_versions extension")
 		}
-		h.set(extSupportedVersions, []byte{2, 0x03, 0x03})
+		h.Set(rawquic.ExtSupportedVersions, []byte{2, 0x03, 0x03})
 		return nil
 	})
 	req := t.sc.Requirements[0]
 	rcv := received(t.rec.snapshot(), rc.trace.id, mark)
 	sh, at := t.serverHelloOf(rc)
-	if sh != nil && sh.version() < tls.VersionTLS13 {
-		t.Fail("version", req, fmt.Sprintf("The server's ServerHello negotiated %s although QUIC needs TLS 1.3.", tls.VersionName(sh.version())), events(Response, at)...)
+	if sh != nil && sh.Version() < tls.VersionTLS13 {
+		t.Fail("version", req, fmt.Sprintf("The server's ServerHello negotiated %s although QUIC needs TLS 1.3.", tls.VersionName(sh.Version())), events(Response, at)...)
 		return
 	}
 	if firstClose(rcv) == nil {
 		// The catalogue makes any reply other than a close or a
 		// ServerHello selecting an old version observed.
 		if sh != nil {
-			t.Fact("tls.version-below-13", "ServerHello selecting "+tls.VersionName(sh.version()))
-			t.Observe("version", fmt.Sprintf("Offered only TLS 1.2, the server answered with a ServerHello selecting %s and did not close.", tls.VersionName(sh.version())), events(Response, at)...)
+			t.Fact("tls.version-below-13", "ServerHello selecting "+tls.VersionName(sh.Version()))
+			t.Observe("version", fmt.Sprintf("Offered only TLS 1.2, the server answered with a ServerHello selecting %s and did not close.", tls.VersionName(sh.Version())), events(Response, at)...)
 			return
 		}
 		if a := ackedLaterPing(t.rec.snapshot(), rc.trace.id, mark); a != nil {
@@ -1351,7 +1352,7 @@ func init() {
 	// Initial packets instead, which both sides protect with keys derived
 	// from the connection ID alone: a CONNECTION_CLOSE there, or ACKs of the
 	// tester's later Initial PINGs (the connection goes on).
-	registerHelloWithout("tls-alpn-absent", "ClientHello without ALPN", extALPN, "ALPN", 120, // no_application_protocol
+	registerHelloWithout("tls-alpn-absent", "ClientHello without ALPN", rawquic.ExtALPN, "ALPN", 120, // no_application_protocol
 		rfc9001("8.1", Must, "Unless another mechanism is used for agreeing on an application protocol, endpoints MUST use ALPN for this purpose."),
 		rfc9000("7", Must, "Endpoints MUST explicitly negotiate an application protocol."))
 	Register(&Scenario{
@@ -1365,8 +1366,8 @@ func init() {
 		ID: "tls-compat-session-id", Title: "ClientHello with a 32-byte legacy_session_id", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9001("8.4", Should, "A server SHOULD treat the receipt of a TLS ClientHello with a non-empty legacy_session_id field as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
-			rc, mark := t.helloExchange(ctx, "legacy_session_id", func(h *clientHello) error {
-				h.sessionID = randomBytes(32)
+			rc, mark := t.helloExchange(ctx, "legacy_session_id", func(h *rawquic.ClientHello) error {
+				h.SessionID = randomBytes(32)
 				return nil
 			})
 			// A server that answers with a ServerHello echoing the session

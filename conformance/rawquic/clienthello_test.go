@@ -1,4 +1,4 @@
-package conformance
+package rawquic
 
 import (
 	"bytes"
@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"slices"
 	"testing"
-
-	"github.com/quiver-quic/quiver/quic"
 )
+
+// extQUICTransportParams is the quic_transport_parameters extension
+// (RFC 9001 §8.2).
+const extQUICTransportParams = 0x39
 
 // realClientHello is a ClientHello as crypto/tls writes it for QUIC.
 func realClientHello(t testing.TB) []byte {
@@ -31,25 +33,25 @@ func realClientHello(t testing.TB) []byte {
 
 func TestClientHelloRoundTrip(t *testing.T) {
 	msg := realClientHello(t)
-	h, err := parseClientHello(msg)
+	h, err := ParseClientHello(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := h.marshal(); !bytes.Equal(got, msg) {
+	if got := h.Marshal(); !bytes.Equal(got, msg) {
 		t.Fatalf("marshal(parse(hello)) differs from the original")
 	}
-	if _, ok := h.ext(extALPN); !ok {
+	if _, ok := h.Ext(ExtALPN); !ok {
 		t.Error("no ALPN extension found in crypto/tls's ClientHello")
 	}
-	if _, ok := h.ext(extQUICTransportParams); !ok {
+	if _, ok := h.Ext(extQUICTransportParams); !ok {
 		t.Error("no quic_transport_parameters found in crypto/tls's ClientHello")
 	}
 	for _, cut := range []int{1, 5, 40, len(msg) - 1} {
-		if _, err := parseClientHello(msg[:cut]); err == nil {
+		if _, err := ParseClientHello(msg[:cut]); err == nil {
 			t.Errorf("a ClientHello cut to %d bytes parsed", cut)
 		}
 	}
-	if _, err := parseClientHello(append(slices.Clone(msg), 0)); err == nil {
+	if _, err := ParseClientHello(append(slices.Clone(msg), 0)); err == nil {
 		t.Error("a ClientHello with a trailing byte parsed")
 	}
 }
@@ -59,20 +61,23 @@ func TestClientHelloEdits(t *testing.T) {
 	var failed error
 	for _, tc := range []struct {
 		name  string
-		edit  func(h *clientHello) error
-		check func(h *clientHello) bool
+		edit  func(h *ClientHello) error
+		check func(h *ClientHello) bool
 	}{
-		{"no ALPN", func(h *clientHello) error { h.remove(extALPN); return nil },
-			func(h *clientHello) bool { _, ok := h.ext(extALPN); return !ok }},
-		{"no TP", func(h *clientHello) error { h.remove(extQUICTransportParams); return nil },
-			func(h *clientHello) bool { _, ok := h.ext(extQUICTransportParams); return !ok }},
-		{"session ID", func(h *clientHello) error { h.sessionID = bytes.Repeat([]byte{7}, 32); return nil },
-			func(h *clientHello) bool { return len(h.sessionID) == 32 }},
-		{"TLS 1.2 only", func(h *clientHello) error { h.set(extSupportedVersions, []byte{2, 3, 3}); return nil },
-			func(h *clientHello) bool { v, _ := h.ext(extSupportedVersions); return bytes.Equal(v, []byte{2, 3, 3}) }},
+		{"no ALPN", func(h *ClientHello) error { h.Remove(ExtALPN); return nil },
+			func(h *ClientHello) bool { _, ok := h.Ext(ExtALPN); return !ok }},
+		{"no TP", func(h *ClientHello) error { h.Remove(extQUICTransportParams); return nil },
+			func(h *ClientHello) bool { _, ok := h.Ext(extQUICTransportParams); return !ok }},
+		{"session ID", func(h *ClientHello) error { h.SessionID = bytes.Repeat([]byte{7}, 32); return nil },
+			func(h *ClientHello) bool { return len(h.SessionID) == 32 }},
+		{"TLS 1.2 only", func(h *ClientHello) error { h.Set(ExtSupportedVersions, []byte{2, 3, 3}); return nil },
+			func(h *ClientHello) bool {
+				v, _ := h.Ext(ExtSupportedVersions)
+				return bytes.Equal(v, []byte{2, 3, 3})
+			}},
 	} {
-		out := editClientHello(tc.edit, &failed)(msg)
-		h, err := parseClientHello(out)
+		out := EditClientHello(tc.edit, &failed)(msg)
+		h, err := ParseClientHello(out)
 		if err != nil || failed != nil {
 			t.Fatalf("%s: the edited ClientHello does not parse: %v %v", tc.name, err, failed)
 		}
@@ -86,7 +91,7 @@ func TestClientHelloEdits(t *testing.T) {
 	// A message that is no ClientHello goes out unchanged, with the
 	// failure reported.
 	failed = nil
-	if out := editClientHello(func(*clientHello) error { return nil }, &failed)([]byte{2, 0, 0, 0}); !bytes.Equal(out, []byte{2, 0, 0, 0}) || failed == nil {
+	if out := EditClientHello(func(*ClientHello) error { return nil }, &failed)([]byte{2, 0, 0, 0}); !bytes.Equal(out, []byte{2, 0, 0, 0}) || failed == nil {
 		t.Errorf("an unparsable message was changed (%x) or not reported (%v)", out, failed)
 	}
 }
@@ -99,28 +104,19 @@ func TestParseServerHello(t *testing.T) {
 	body = append(body, 32)
 	body = append(body, bytes.Repeat([]byte{9}, 32)...)
 	body = append(body, 0x13, 0x01, 0)
-	body = append(body, 0, 6, 0, extSupportedVersions, 0, 2, 3, 4)
+	body = append(body, 0, 6, 0, ExtSupportedVersions, 0, 2, 3, 4)
 	msg := append([]byte{2, 0, 0, byte(len(body))}, body...)
-	sh, err := parseServerHello(msg)
+	sh, err := ParseServerHello(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh.version() != tls.VersionTLS13 || sh.suite != tls.TLS_AES_128_GCM_SHA256 || len(sh.sessionID) != 32 {
+	if sh.Version() != tls.VersionTLS13 || sh.Suite != tls.TLS_AES_128_GCM_SHA256 || len(sh.SessionID) != 32 {
 		t.Errorf("parsed %+v", sh)
 	}
 	// Without supported_versions the legacy version counts: TLS 1.2.
 	old := append([]byte{2, 0, 0, byte(len(body) - 8)}, body[:len(body)-8]...)
-	if sh, err := parseServerHello(old); err != nil || sh.version() != tls.VersionTLS12 {
+	if sh, err := ParseServerHello(old); err != nil || sh.Version() != tls.VersionTLS12 {
 		t.Errorf("a TLS 1.2 ServerHello parsed as %+v, %v", sh, err)
-	}
-}
-
-func TestGreaseSuites(t *testing.T) {
-	for range 100 {
-		gs := greaseSuites()
-		if gs[0] == gs[1] || !quic.IsGreaseValue(gs[0]) || !quic.IsGreaseValue(gs[1]) {
-			t.Fatalf("greaseSuites() = %#04x", gs)
-		}
 	}
 }
 
@@ -128,13 +124,14 @@ func FuzzParseClientHello(f *testing.F) {
 	f.Add(realClientHello(f))
 	f.Add([]byte{1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parseClientHello(b)
+		h, err := ParseClientHello(b)
 		if err != nil {
 			return
 		}
-		if out := h.marshal(); !bytes.Equal(out, b) {
+		if out := h.Marshal(); !bytes.Equal(out, b) {
 			t.Fatalf("marshal(parse(%x)) = %x", b, out)
 		}
-		parseServerHello(b)
+		ParseServerHello(b)
+		Extensions(b)
 	})
 }

@@ -1,4 +1,4 @@
-package conformance
+package rawquic
 
 import (
 	"slices"
@@ -6,13 +6,13 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// pnSet is the set of packet numbers the raw client received in one space,
+// PNSet is the set of packet numbers the raw client received in one space,
 // as ranges in descending order (the order of an ACK frame), so that a
 // download of any length costs one small slice and a lookup per packet.
-type pnSet struct{ ranges []wire.AckRange }
+type PNSet struct{ ranges []wire.AckRange }
 
-// add inserts pn and reports whether it was new.
-func (s *pnSet) add(pn uint64) bool {
+// Add inserts pn and reports whether it was new.
+func (s *PNSet) Add(pn uint64) bool {
 	// i is the first range whose Smallest is at or below pn.
 	i, _ := slices.BinarySearchFunc(s.ranges, pn, func(r wire.AckRange, pn uint64) int {
 		switch {
@@ -42,10 +42,11 @@ func (s *pnSet) add(pn uint64) bool {
 	return true
 }
 
-func (s *pnSet) empty() bool { return len(s.ranges) == 0 }
+// Empty reports that no packet number was added.
+func (s *PNSet) Empty() bool { return len(s.ranges) == 0 }
 
-// contains reports whether pn was received.
-func (s *pnSet) contains(pn uint64) bool {
+// Contains reports whether pn was received.
+func (s *PNSet) Contains(pn uint64) bool {
 	for _, r := range s.ranges {
 		if pn > r.Largest {
 			return false
@@ -57,7 +58,7 @@ func (s *pnSet) contains(pn uint64) bool {
 	return false
 }
 
-// ack returns the largest n ranges, as an ACK frame carries them.
-func (s *pnSet) ack(n int) []wire.AckRange {
+// Ack returns the largest n ranges, as an ACK frame carries them.
+func (s *PNSet) Ack(n int) []wire.AckRange {
 	return slices.Clone(s.ranges[:min(n, len(s.ranges))])
 }

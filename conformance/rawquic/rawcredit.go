@@ -1,8 +1,8 @@
-package conformance
+package rawquic
 
 import "github.com/quiver-quic/quiver/quic/wire"
 
-// rawCredit raises the raw client's flow-control limits as it reads, as
+// Credit raises the raw client's flow-control limits as it reads, as
 // any receiver does (RFC 9000 §4.2: "receivers [...] send MAX_STREAM_DATA
 // or MAX_DATA frames to increase the flow control limits"). The raw client
 // reads every byte the moment it arrives, so once the sender has used half
@@ -10,7 +10,7 @@ import "github.com/quiver-quic/quiver/quic/wire"
 // The frames ride with the client's next acknowledgment. Only a client
 // with the tester's default transport parameters grants credit: a scenario
 // that sets its own limits is probing how the server honours them.
-type rawCredit struct {
+type Credit struct {
 	on            bool
 	streamWindow  uint64
 	connWindow    uint64
@@ -20,8 +20,10 @@ type rawCredit struct {
 	queue         []wire.Frame
 }
 
-func newRawCredit(tp *wire.TransportParameters) rawCredit {
-	return rawCredit{
+// NewCredit grants credit from the windows of the client's transport
+// parameters tp.
+func NewCredit(tp *wire.TransportParameters) Credit {
+	return Credit{
 		on:            true,
 		streamWindow:  tp.InitialMaxStreamDataBidiLocal,
 		connWindow:    tp.InitialMaxData,
@@ -30,9 +32,9 @@ func newRawCredit(tp *wire.TransportParameters) rawCredit {
 	}
 }
 
-// consumed notes that stream id's contiguous data reached n after delta
+// Consumed notes that stream id's contiguous data reached n after delta
 // new bytes, and queues the limits that move.
-func (c *rawCredit) consumed(s *rawStream, id, n, delta uint64) {
+func (c *Credit) Consumed(s *Stream, id, n, delta uint64) {
 	if !c.on {
 		return
 	}
@@ -41,7 +43,7 @@ func (c *rawCredit) consumed(s *rawStream, id, n, delta uint64) {
 		c.connGranted = c.connRead + c.connWindow
 		c.queue = append(c.queue, &wire.MaxDataFrame{Maximum: c.connGranted})
 	}
-	if s.fin {
+	if s.Fin {
 		return // the final size is known: no more credit is needed
 	}
 	g, ok := c.streamGranted[id]
@@ -55,9 +57,9 @@ func (c *rawCredit) consumed(s *rawStream, id, n, delta uint64) {
 	c.streamGranted[id] = g
 }
 
-// withAck appends the queued limits to frames when frames carry an
+// WithAck appends the queued limits to frames when frames carry an
 // acknowledgment, so that deliberately crafted packets stay as they were.
-func (c *rawCredit) withAck(frames []wire.Frame) []wire.Frame {
+func (c *Credit) WithAck(frames []wire.Frame) []wire.Frame {
 	if len(c.queue) == 0 {
 		return frames
 	}

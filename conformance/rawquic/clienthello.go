@@ -1,11 +1,11 @@
-package conformance
+package rawquic
 
 import (
 	"encoding/binary"
 	"errors"
 )
 
-// clientHello is a TLS ClientHello handshake message (RFC 8446 §4.1.2),
+// ClientHello is a TLS ClientHello handshake message (RFC 8446 §4.1.2),
 // parsed far enough to edit it: the scenarios that probe how a server
 // treats a malformed offer (no ALPN, no transport parameters, TLS 1.2
 // only, a legacy_session_id) rewrite the tester's own ClientHello.
@@ -18,10 +18,10 @@ import (
 //	    opaque legacy_compression_methods<1..2^8-1>;
 //	    Extension extensions<8..2^16-1>;
 //	} ClientHello;
-type clientHello struct {
+type ClientHello struct {
 	version     uint16
 	random      []byte // 32 bytes
-	sessionID   []byte
+	SessionID   []byte
 	suites      []uint16
 	compression []byte
 	exts        []tlsExtension
@@ -35,17 +35,17 @@ type tlsExtension struct {
 
 // TLS extension types (RFC 8446 §4.2, RFC 7301, RFC 9001 §8.2).
 const (
-	extALPN              = 16
-	extSupportedVersions = 43
+	ExtALPN              = 16
+	ExtSupportedVersions = 43
 )
 
 const tlsClientHello = 1
 
 var errClientHello = errors.New("malformed ClientHello")
 
-// parseClientHello parses one complete ClientHello message (type, 3-byte
+// ParseClientHello parses one complete ClientHello message (type, 3-byte
 // length, body). Every length must agree and nothing may trail.
-func parseClientHello(msg []byte) (*clientHello, error) {
+func ParseClientHello(msg []byte) (*ClientHello, error) {
 	if len(msg) < 4 || msg[0] != tlsClientHello {
 		return nil, errClientHello
 	}
@@ -54,7 +54,7 @@ func parseClientHello(msg []byte) (*clientHello, error) {
 	if len(b) != n {
 		return nil, errClientHello
 	}
-	h := &clientHello{}
+	h := &ClientHello{}
 	var ok bool
 	if len(b) < 2+32 {
 		return nil, errClientHello
@@ -62,7 +62,7 @@ func parseClientHello(msg []byte) (*clientHello, error) {
 	h.version = binary.BigEndian.Uint16(b)
 	h.random = append([]byte(nil), b[2:34]...)
 	b = b[34:]
-	if h.sessionID, b, ok = vector8(b); !ok || len(h.sessionID) > 32 {
+	if h.SessionID, b, ok = vector8(b); !ok || len(h.SessionID) > 32 {
 		return nil, errClientHello
 	}
 	var suites []byte
@@ -113,12 +113,12 @@ func vector16(b []byte) (v, rest []byte, ok bool) {
 	return append([]byte(nil), b[2:2+n]...), b[2+n:], true
 }
 
-// marshal encodes the message again, lengths recomputed.
-func (h *clientHello) marshal() []byte {
+// Marshal encodes the message again, lengths recomputed.
+func (h *ClientHello) Marshal() []byte {
 	body := binary.BigEndian.AppendUint16(nil, h.version)
 	body = append(body, h.random...)
-	body = append(body, byte(len(h.sessionID)))
-	body = append(body, h.sessionID...)
+	body = append(body, byte(len(h.SessionID)))
+	body = append(body, h.SessionID...)
 	body = binary.BigEndian.AppendUint16(body, uint16(2*len(h.suites)))
 	for _, s := range h.suites {
 		body = binary.BigEndian.AppendUint16(body, s)
@@ -137,8 +137,8 @@ func (h *clientHello) marshal() []byte {
 	return append(msg, body...)
 }
 
-// ext returns the data of extension typ.
-func (h *clientHello) ext(typ uint16) ([]byte, bool) {
+// Ext returns the data of extension typ.
+func (h *ClientHello) Ext(typ uint16) ([]byte, bool) {
 	for _, e := range h.exts {
 		if e.typ == typ {
 			return e.data, true
@@ -147,8 +147,8 @@ func (h *clientHello) ext(typ uint16) ([]byte, bool) {
 	return nil, false
 }
 
-// remove drops extension typ and reports whether it was there.
-func (h *clientHello) remove(typ uint16) bool {
+// Remove drops extension typ and reports whether it was there.
+func (h *ClientHello) Remove(typ uint16) bool {
 	for i, e := range h.exts {
 		if e.typ == typ {
 			h.exts = append(h.exts[:i], h.exts[i+1:]...)
@@ -158,8 +158,8 @@ func (h *clientHello) remove(typ uint16) bool {
 	return false
 }
 
-// set replaces the data of extension typ, or appends the extension.
-func (h *clientHello) set(typ uint16, data []byte) {
+// Set replaces the data of extension typ, or appends the extension.
+func (h *ClientHello) Set(typ uint16, data []byte) {
 	for i, e := range h.exts {
 		if e.typ == typ {
 			h.exts[i].data = data
@@ -169,13 +169,13 @@ func (h *clientHello) set(typ uint16, data []byte) {
 	h.exts = append(h.exts, tlsExtension{typ: typ, data: data})
 }
 
-// editClientHello returns a rewrite function for the raw client: it
+// EditClientHello returns a rewrite function for the raw client: it
 // parses the ClientHello crypto/tls wrote, applies edit, and encodes it
 // again. A ClientHello it cannot parse goes out unchanged and *failed is
 // set, so that the scenario reports a tester error instead of a verdict.
-func editClientHello(edit func(h *clientHello) error, failed *error) func([]byte) []byte {
+func EditClientHello(edit func(h *ClientHello) error, failed *error) func([]byte) []byte {
 	return func(msg []byte) []byte {
-		h, err := parseClientHello(msg)
+		h, err := ParseClientHello(msg)
 		if err == nil {
 			err = edit(h)
 		}
@@ -183,31 +183,31 @@ func editClientHello(edit func(h *clientHello) error, failed *error) func([]byte
 			*failed = err
 			return msg
 		}
-		return h.marshal()
+		return h.Marshal()
 	}
 }
 
-// serverHello is what the checks need of the server's ServerHello (RFC
+// ServerHello is what the checks need of the server's ServerHello (RFC
 // 8446 §4.1.3): the version it selected and the session ID it echoed.
-type serverHello struct {
+type ServerHello struct {
 	legacyVersion uint16
 	// selected is the supported_versions extension's value, 0 when the
 	// extension is absent (a TLS 1.2 or older ServerHello).
 	selected  uint16
-	sessionID []byte
-	suite     uint16
+	SessionID []byte
+	Suite     uint16
 }
 
-// version is the TLS version the ServerHello negotiates.
-func (s *serverHello) version() uint16 {
+// Version is the TLS version the ServerHello negotiates.
+func (s *ServerHello) Version() uint16 {
 	if s.selected != 0 {
 		return s.selected
 	}
 	return s.legacyVersion
 }
 
-// parseServerHello reads a ServerHello message (type 2).
-func parseServerHello(msg []byte) (*serverHello, error) {
+// ParseServerHello reads a ServerHello message (type 2).
+func ParseServerHello(msg []byte) (*ServerHello, error) {
 	if len(msg) < 4 || msg[0] != 2 {
 		return nil, errors.New("not a ServerHello")
 	}
@@ -215,16 +215,39 @@ func parseServerHello(msg []byte) (*serverHello, error) {
 	if len(b) < 2+32 {
 		return nil, errors.New("short ServerHello")
 	}
-	s := &serverHello{legacyVersion: binary.BigEndian.Uint16(b)}
+	s := &ServerHello{legacyVersion: binary.BigEndian.Uint16(b)}
 	b = b[34:]
 	var ok bool
-	if s.sessionID, b, ok = vector8(b); !ok || len(b) < 3 {
+	if s.SessionID, b, ok = vector8(b); !ok || len(b) < 3 {
 		return nil, errors.New("short ServerHello")
 	}
-	s.suite = binary.BigEndian.Uint16(b)
+	s.Suite = binary.BigEndian.Uint16(b)
 	b = b[3:] // cipher_suite, legacy_compression_method
-	if v, ok := extensionsOf(b)[extSupportedVersions]; ok && len(v) == 2 {
+	if v, ok := Extensions(b)[ExtSupportedVersions]; ok && len(v) == 2 {
 		s.selected = binary.BigEndian.Uint16(v)
 	}
 	return s, nil
+}
+
+// Extensions walks a TLS extension block (2-byte length, then type,
+// length, data) and returns the data of each extension by type.
+func Extensions(b []byte) map[uint16][]byte {
+	out := map[uint16][]byte{}
+	if len(b) < 2 {
+		return out
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n < len(b) {
+		b = b[:n]
+	}
+	for len(b) >= 4 {
+		typ, l := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if len(b) < 4+l {
+			break
+		}
+		out[typ] = b[4 : 4+l]
+		b = b[4+l:]
+	}
+	return out
 }

@@ -5,17 +5,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-func TestPNSet(t *testing.T) {
+// TestPNSetMatchesAckFrame: the ranges a rawquic.PNSet keeps are those the
+// raw client's ACK frame lists for the same packet numbers.
+func TestPNSetMatchesAckFrame(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {
-		var s pnSet
+		var s rawquic.PNSet
 		seen := map[uint64]bool{}
 		for i := 0; i < 60; i++ {
 			pn := r.Uint64N(80)
-			if got := s.add(pn); got == seen[pn] {
+			if got := s.Add(pn); got == seen[pn] {
 				t.Fatalf("add(%d) = %v with seen %v", pn, got, seen[pn])
 			}
 			seen[pn] = true
@@ -27,21 +30,21 @@ func TestPNSet(t *testing.T) {
 		// The ranges are what the raw client's ACK frame would list.
 		var rc rawClient
 		want := rc.ackFrameOf(2, pns).Ranges
-		if got := s.ack(32); !slices.Equal(got, want) {
+		if got := s.Ack(32); !slices.Equal(got, want) {
 			t.Fatalf("ranges %v, want %v", got, want)
 		}
 		for pn := uint64(0); pn < 80; pn++ {
-			if s.contains(pn) != seen[pn] {
+			if s.Contains(pn) != seen[pn] {
 				t.Fatalf("contains(%d) = %v", pn, !seen[pn])
 			}
 		}
 	}
-	var s pnSet
-	if !s.empty() || len(s.ack(32)) != 0 {
+	var s rawquic.PNSet
+	if !s.Empty() || len(s.Ack(32)) != 0 {
 		t.Fatal("a new set is not empty")
 	}
-	s.add(5)
-	if got := s.ack(32); !slices.Equal(got, []wire.AckRange{{Smallest: 5, Largest: 5}}) {
+	s.Add(5)
+	if got := s.Ack(32); !slices.Equal(got, []wire.AckRange{{Smallest: 5, Largest: 5}}) {
 		t.Fatal(got)
 	}
 }
