@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/quiver-quic/quiver/quic"
 )
 
 // Options configure a run of the suite.
@@ -48,6 +50,8 @@ const grace = 3 * time.Second
 // selection); an unreachable or hostile target gives inconclusive
 // verdicts, never an error.
 func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
+	// Scenarios such as tls-chacha20-only offer their own TLS 1.3 suites.
+	quic.EnableTLS13SuiteControl()
 	scs, err := Select(ServerRole, opts.Scenarios)
 	if err != nil {
 		return nil, err
@@ -69,6 +73,7 @@ func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
 // Quiver serves with a deliberately misbehaving server and launches the
 // client under test against it.
 func RunClient(ctx context.Context, client ClientTarget, opts Options) (*Report, error) {
+	quic.EnableTLS13SuiteControl()
 	scs, err := Select(ClientRole, opts.Scenarios)
 	if err != nil {
 		return nil, err
