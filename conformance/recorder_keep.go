@@ -17,17 +17,17 @@ import (
 // whatever they carry. After that a bulk packet, one that carries only
 // STREAM data, ACK frames from the tester and PADDING, in the same key
 // phase, path and ECN mark as the group's previous packet and less than
-// bulkGap after it, is counted and
-// summarised (bulkSummary) instead; any other packet is still kept, up to
-// keepOtherPerScenario of them. The record only grows: kept packets keep
+// bulkGap after it, is counted and summarised (bulkSummary) instead; any
+// other packet is still kept, up to keepOtherPerScenario of them. The record only grows: kept packets keep
 // their order and their index, so the marks judges take (len of a
 // snapshot) stay valid.
 //
 // Every packet the recorder does not keep leaves a ledgerEntry (its
-// packet number, space, path, first byte, size, and for the tester's own
-// packets the largest number its ACK frames cover), so that the run-wide
-// checks on packet numbers (inv-pn-monotonic, inv-pn-length-sufficient,
-// inv-ack-only-received) still see every packet of every connection.
+// packet number, space, path, first byte, size, ack-eliciting flag, and
+// for the tester's own packets the largest number its ACK frames cover),
+// so that the run-wide checks on packet numbers (inv-pn-monotonic,
+// inv-pn-length-sufficient, inv-ack-only-received) and
+// ack-not-for-ack-only still see every packet of every connection.
 //
 // A verdict that rests on the record could change with what was dropped:
 // a fail judged while the record was summarised becomes inconclusive with
@@ -106,8 +106,8 @@ type keepState struct {
 	datagramsDropped int
 	dgrams           []dgramEntry
 	addrs            []netip.AddrPort
-	// readAfterDrop is set when the record was read (snapshot, wait,
-	// records) after a packet had been dropped.
+	// readAfterDrop is set when a judge read the record (snapshot, wait,
+	// mark) after a packet had been dropped.
 	readAfterDrop bool
 }
 
