@@ -250,7 +250,7 @@ func (r *recorder) addrIndexLocked(a netip.AddrPort) uint8 {
 			return uint8(i)
 		}
 	}
-	if len(r.keep.addrs) == 255 {
+	if len(r.keep.addrs) == 256 {
 		return 255 // more addresses than any scenario uses: the last stands
 	}
 	r.keep.addrs = append(r.keep.addrs, a)
