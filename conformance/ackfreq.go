@@ -425,6 +425,7 @@ func runAFUnsolicited(ctx context.Context, t *T) {
 }
 
 func runAFServerSends(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // ACK_FREQUENCY and IMMEDIATE_ACK frames are never summarised
 	c := t.mustDial(ctx, DialOptions{Label: "min-ack-delay-1ms", Config: func(cfg *quic.Config) { cfg.MinAckDelay = time.Millisecond }})
 	t.fetchPath(ctx, c, t.profile.Target.LargePath)
 	fs := framesOf[*wire.AckFrequencyFrame](t.rec.snapshot(), c.ID(), 0, false)
@@ -455,6 +456,7 @@ func runAFServerSends(ctx context.Context, t *T) {
 }
 
 func runAFNotSentWithoutTP(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // ACK_FREQUENCY and IMMEDIATE_ACK frames are never summarised
 	c := t.mustDial(ctx, DialOptions{Label: "no-min-ack-delay", Config: func(cfg *quic.Config) { cfg.MinAckDelay = -1 }})
 	t.fetchPath(ctx, c, t.profile.Target.LargePath)
 	ps := t.rec.snapshot()

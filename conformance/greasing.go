@@ -183,6 +183,7 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 }
 
 func runGreaseQUICBitServerGreases(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // it judges datagrams, every one of which is listed
 	t.requireGreaseQUICBit(ctx)
 	c := t.mustDial(ctx, DialOptions{Label: "gqb", Config: func(cfg *quic.Config) { cfg.DisableGreaseQUICBit = false }})
 	t.fetchPath(ctx, c, t.profile.Target.LargePath)

@@ -412,6 +412,7 @@ func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 }
 
 func runPathNATRebinding(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // PATH_CHALLENGE frames, resets and the first packets on a path are never summarised
 	rb := t.rebind(ctx, false)
 	reqs := t.sc.Requirements
 	var onNew, challenges []*packet
@@ -546,6 +547,7 @@ func runPathRebindingAmplification(ctx context.Context, t *T) {
 }
 
 func runPathOldPathValidated(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // PATH_CHALLENGE frames and the first packets on a path are never summarised
 	rb := t.rebind(ctx, false)
 	if rb.tp != nil && rb.tp.DisableActiveMigration {
 		t.Unsupported("The server sent disable_active_migration.")

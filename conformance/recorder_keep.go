@@ -17,22 +17,23 @@ import (
 // whatever they carry. After that a bulk packet, one that carries only
 // STREAM data, ACK frames from the tester and PADDING, in the same key
 // phase, path and ECN mark as the group's previous packet and less than
-// bulkGap after it, is counted and
-// summarised (bulkSummary) instead; any other packet is still kept, up to
-// keepOtherPerScenario of them. The record only grows: kept packets keep
+// bulkGap after it, is counted and summarised (bulkSummary) instead; any
+// other packet is still kept, up to keepOtherPerScenario of them. The record only grows: kept packets keep
 // their order and their index, so the marks judges take (len of a
 // snapshot) stay valid.
 //
 // Every packet the recorder does not keep leaves a ledgerEntry (its
-// packet number, space, path, first byte, size, and for the tester's own
-// packets the largest number its ACK frames cover), so that the run-wide
-// checks on packet numbers (inv-pn-monotonic, inv-pn-length-sufficient,
-// inv-ack-only-received) still see every packet of every connection.
+// packet number, space, path, first byte, size, ack-eliciting flag, and
+// for the tester's own packets the largest number its ACK frames cover),
+// so that the run-wide checks on packet numbers (inv-pn-monotonic,
+// inv-pn-length-sufficient, inv-ack-only-received) and
+// ack-not-for-ack-only still see every packet of every connection.
 //
 // A verdict that rests on the record could change with what was dropped:
 // a fail judged while the record was summarised becomes inconclusive with
 // that reason (keptEvidenceChecks), unless the scenario said its judge
-// does not read the record (T.ownEvidence). A scenario whose judge needs
+// does not read the record (T.ownEvidence) or reads only packets that are
+// never summarised (T.judgesUnsummarised). A scenario whose judge needs
 // every packet asks for it (T.keepEverything).
 const (
 	keepFullPerGroup     = 2000
@@ -94,7 +95,10 @@ type keepState struct {
 	groups    map[groupKey]*groupState
 	otherKept int
 	dropped   int
-	ledger    []ledgerEntry
+	// otherDropped counts the packets that were not bulk but went past
+	// keepOtherPerScenario.
+	otherDropped int
+	ledger       []ledgerEntry
 	// datagramsDropped counts the short-header datagrams past
 	// keepDatagramBytes whose full record was not kept (they went to the
 	// capture all the same); dgrams holds what remains of each, addrs the
@@ -102,8 +106,8 @@ type keepState struct {
 	datagramsDropped int
 	dgrams           []dgramEntry
 	addrs            []netip.AddrPort
-	// readAfterDrop is set when the record was read (snapshot, wait,
-	// records) after a packet had been dropped.
+	// readAfterDrop is set when a judge read the record (snapshot, wait,
+	// mark) after a packet had been dropped.
 	readAfterDrop bool
 }
 
@@ -122,6 +126,17 @@ func (t *T) keepEverything() {
 func (t *T) ownEvidence() {
 	t.mu.Lock()
 	t.ownLog = true
+	t.mu.Unlock()
+}
+
+// judgesUnsummarised says that the scenario's judge reads only packets
+// the recorder never summarises (packets with frames other than STREAM,
+// PADDING and the tester's ACKs, the first on a new path, in a new key
+// phase or after a silence), so that its fails stand while bulk packets
+// were summarised, as long as no other packet was dropped.
+func (t *T) judgesUnsummarised() {
+	t.mu.Lock()
+	t.unsummarised = true
 	t.mu.Unlock()
 }
 
@@ -193,6 +208,8 @@ func (r *recorder) keepPacketLocked(p *packet) bool {
 	case k.otherKept < keepOtherPerScenario:
 		k.otherKept++
 		return true
+	default:
+		k.otherDropped++
 	}
 	k.dropped++
 	e := ledgerEntry{before: int32(len(r.packets)), conn: int32(p.conn), pn: p.pn, at: p.ev.Time, size: int32(p.ev.Size),
@@ -233,7 +250,7 @@ func (r *recorder) addrIndexLocked(a netip.AddrPort) uint8 {
 			return uint8(i)
 		}
 	}
-	if len(r.keep.addrs) == 255 {
+	if len(r.keep.addrs) == 256 {
 		return 255 // more addresses than any scenario uses: the last stands
 	}
 	r.keep.addrs = append(r.keep.addrs, a)
@@ -376,12 +393,12 @@ func (r *recorder) summary() string {
 // recorder summarised might have changed the verdict.
 func (t *T) keptEvidenceChecks(checks []CheckResult) []CheckResult {
 	t.rec.mu.Lock()
-	dropped, read := t.rec.keep.dropped, t.rec.keep.readAfterDrop
+	dropped, other, read := t.rec.keep.dropped, t.rec.keep.otherDropped, t.rec.keep.readAfterDrop
 	t.rec.mu.Unlock()
 	t.mu.Lock()
-	own := t.ownLog
+	own, unsummarised := t.ownLog, t.unsummarised
 	t.mu.Unlock()
-	if dropped == 0 || !read || own {
+	if dropped == 0 || !read || own || unsummarised && other == 0 {
 		return checks
 	}
 	for i := range checks {

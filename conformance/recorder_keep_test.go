@@ -174,6 +174,19 @@ func TestKeptEvidenceChecks(t *testing.T) {
 	if got := j.tt.keptEvidenceChecks(append([]CheckResult(nil), checks...)); got[1].Verdict != Fail {
 		t.Fatalf("a fail on the scenario's own log changed: %v", got[1].Verdict)
 	}
+	// A judge that reads only unsummarised packets keeps its fail, unless
+	// packets that were not bulk were dropped too.
+	u := newJudgeConn(t)
+	download(u, &clock{at: u.tt.rec.start}, 0, 0, 3*keepFullPerGroup, 0x41)
+	u.tt.rec.snapshot()
+	u.tt.judgesUnsummarised()
+	if got := u.tt.keptEvidenceChecks(append([]CheckResult(nil), checks...)); got[1].Verdict != Fail {
+		t.Fatalf("a fail on unsummarised packets changed: %v", got[1].Verdict)
+	}
+	u.tt.rec.keep.otherDropped = 1
+	if got := u.tt.keptEvidenceChecks(append([]CheckResult(nil), checks...)); got[1].Verdict != Inconclusive {
+		t.Fatalf("a fail while other packets were dropped stood: %v", got[1].Verdict)
+	}
 	// Nothing dropped: nothing changes.
 	k := newJudgeConn(t)
 	kc := &clock{at: k.tt.rec.start}

@@ -262,6 +262,7 @@ func runAckSingleAckOnly(ctx context.Context, t *T) {
 }
 
 func runAckNotForAckOnly(ctx context.Context, t *T) {
+	t.judgesUnsummarised() // server ACK frames are never summarised; the tester's own packets are in the ledger
 	rc, _ := t.recRaw(ctx, "download", nil)
 	body, err := rc.Fetch(ctx, t.profile.Target.LargePath, 20*time.Second)
 	rc.Receive(ctx, t.PTO(), nil)

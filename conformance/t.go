@@ -33,6 +33,9 @@ type T struct {
 	errMsg  string
 	suites  []uint16 // TLS 1.3 suites engine connections offer (withSuites); nil: crypto/tls's
 	ownLog  bool     // fails rest on the scenario's own log, not the record (ownEvidence)
+	// unsummarised: fails rest on packets the recorder never summarises
+	// (judgesUnsummarised).
+	unsummarised bool
 }
 
 // Profile is what the suite knows of the target before the scenarios run

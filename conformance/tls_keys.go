@@ -340,6 +340,7 @@ var (
 // the server's first acknowledgment of a new-phase packet and what it
 // sends afterwards.
 func (t *T) runKeyUpdates(ctx context.Context, n int) {
+	t.judgesUnsummarised() // a packet in a new key phase and the server's ACK frames are never summarised
 	log := &phaseLog{sent: map[uint64]bool{}}
 	c := t.mustDial(ctx, DialOptions{Probe: log.probe()})
 	defer c.Close(0, "")
