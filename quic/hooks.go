@@ -96,6 +96,11 @@ type Policy struct {
 // that implements only some.
 type NoHooks struct{}
 
+var (
+	_ Hooks = NoHooks{}
+	_ Hooks = (*Probe)(nil)
+)
+
 // Policy returns the zero Policy.
 func (NoHooks) Policy() Policy { return Policy{} }
 
