@@ -212,6 +212,7 @@ func (c *Conn) loop(now time.Time, first *datagram) {
 		}
 		c.streams.wakeReaders()
 		c.applyAckFrequencyPolicy(now)
+		c.releaseLazyResets()
 		c.sendPackets(now)
 		if c.closing.done {
 			return

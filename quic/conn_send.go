@@ -644,6 +644,7 @@ func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sent
 // frames from the send queue, round robin. c.mu is held.
 func (c *Conn) appendStreamData(now time.Time, buf []byte, end int, log *sentLog, p *builtPacket) []byte {
 	s := &c.streams
+	c.queueLazyResetsLocked() // a packet goes out anyway: they ride along
 	q := s.sendQueue
 	tried := 0
 	for len(q) > 0 && tried < len(q) && end-len(buf) > controlRoom {

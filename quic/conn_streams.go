@@ -38,6 +38,9 @@ type streamsState struct {
 	// STOP_SENDING).
 	sendQueue []*Stream
 	ctlQueue  []*Stream
+	// lazyReset holds streams whose only frame to send is a RESET_STREAM
+	// in reply to STOP_SENDING (conn_lazyreset.go).
+	lazyReset []*Stream
 	readable  []*Stream // streams with new data since the last wakeReaders
 	writable  []*Stream // streams with acknowledged data since the last wakeReaders
 	rr        int
@@ -336,7 +339,7 @@ func (s *streamsState) onStopSending(now time.Time, f *wire.StopSendingFrame) er
 	// send a RESET_STREAM frame if the stream is in the "Ready" or "Send"
 	// state."
 	st.send.OnStopSending(f.ErrorCode)
-	c.queueSendLocked(st)
+	c.queueResetReplyLocked(st)
 	signal(st.writeWake)
 	return nil
 }

@@ -21,6 +21,7 @@ type Stream struct {
 	canSend      bool
 	canRecv      bool
 	queued       bool // on c.sendQueue
+	lazy         bool // on c.streams.lazyReset (conn_lazyreset.go)
 	ctlQueued    bool // on c.ctlQueue
 	forgotten    bool
 	readDL       time.Time
@@ -188,7 +189,9 @@ func (s *Stream) CloseWrite() error {
 	}
 	s.writeClosed = true
 	s.send.CloseWrite()
-	c.queueSendLocked(s)
+	if !s.lazy { // a reset waiting to go makes the FIN moot
+		c.queueSendLocked(s)
+	}
 	c.mu.Unlock()
 	signal(s.writeWake)
 	c.wake()

@@ -1,0 +1,90 @@
+package quic
+
+import (
+	"io"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestLazyResetReply runs request-response exchanges in which the server
+// answers, closes its side and stops the client's (STOP_SENDING), as the
+// RPC's QUIC transport does. The client's RESET_STREAM in reply (RFC 9000
+// §3.5) rides with its next request instead of costing a datagram per
+// exchange, and still reaches the server: every stream ends on both sides.
+func TestLazyResetReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(5 * time.Millisecond)
+		sep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sep.Close()
+		cep, _ := NewEndpoint(n.listen(testClientAddr), nil)
+		defer cep.Close()
+		resets := make(chan error, 100)
+		go func() {
+			sc, err := sep.Accept(t.Context())
+			if err != nil {
+				return
+			}
+			for {
+				s, err := sc.AcceptStream(t.Context())
+				if err != nil {
+					return
+				}
+				go func() {
+					req := make([]byte, 4)
+					if _, err := io.ReadFull(s, req); err != nil {
+						resets <- err
+						return
+					}
+					s.Write([]byte("answer"))
+					s.Close() // FIN, and STOP_SENDING: the client's side is open
+					// The client's reset ends the read side.
+					_, err := io.ReadAll(s)
+					resets <- err
+				}()
+			}
+		}()
+		c, err := cep.Dial(t.Context(), "udp", testServerAddr, testClientConfig(t, "hq-interop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exchange := func() {
+			s, err := c.OpenStream(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Write([]byte("ask!"))
+			if got, err := io.ReadAll(s); err != nil || string(got) != "answer" {
+				t.Fatalf("answer %q, %v", got, err)
+			}
+			s.Close()
+		}
+		exchange()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond) // fake time: the first exchange's ACKs settle
+		const k = 10
+		before := c.Stats().DatagramsSent
+		for range k {
+			exchange()
+		}
+		sent := c.Stats().DatagramsSent - before
+		time.Sleep(100 * time.Millisecond) // past max_ack_delay: the last reset goes with the ACK
+		synctest.Wait()
+		if sent > k {
+			t.Errorf("%d exchanges: the client sent %d datagrams, want at most one per exchange", k, sent)
+		}
+		for i := range k + 1 {
+			select {
+			case err := <-resets:
+				if err == nil {
+					t.Errorf("stream %d: read side ended without the client's reset", i)
+				}
+			default:
+				t.Fatalf("stream %d: the server's read side has not ended (no RESET_STREAM)", i)
+			}
+		}
+	})
+}
