@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,10 @@ import (
 	"github.com/quiver-quic/quiver/pcap"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
+
+// defaultLocal stands in for a tester address the capture never learnt
+// (a handshake that failed before the socket was known).
+var defaultLocal = netip.MustParseAddrPort("127.0.0.1:0")
 
 // What the recorder keeps of the datagrams it sees. Every datagram goes to
 // the scenario's capture (streamed to a spool file on disk when artifacts
@@ -18,7 +23,7 @@ import (
 // every long-header datagram (the handshake, Retry, Version Negotiation,
 // coalesced packets) stays whole for the judges that parse them.
 const (
-	keepDatagramBytes  = 8 << 20
+	keepDatagramBytes  = 2 << 20
 	keepDatagramPrefix = 64
 )
 

@@ -112,9 +112,7 @@ func runClientSuite(t *testing.T, ct ClientTarget, patterns []string) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb stringsBuilder
-	WriteTable(&sb, rep)
-	t.Logf("%s client (%s) in %v\n%s", ct.Name, ct.Command, time.Since(start).Round(time.Millisecond), sb.String())
+	t.Logf("%s client (%s) in %v\n%s", ct.Name, ct.Command, time.Since(start).Round(time.Millisecond), verdictLines(rep))
 	logJudgements(t, rep)
 	saveReport(t, rep)
 	return rep

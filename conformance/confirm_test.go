@@ -1,8 +1,8 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,19 +67,13 @@ func TestConfirmVerdicts(t *testing.T) {
 	if once.Load() != 2 || twice.Load() != 2 || pass.Load() != 1 {
 		t.Errorf("runs: fails-once %d, fails-twice %d, pass %d (want 2, 2, 1)", once.Load(), twice.Load(), pass.Load())
 	}
-	// The table and the JSON say so.
-	rep := &Report{Results: rs}
-	var tb, js bytes.Buffer
-	if err := WriteTable(&tb, rep); err != nil {
+	// The JSON says so (conformance/report's TestTableMarksConfirmed checks
+	// the table).
+	js, err := json.Marshal(&Report{Results: rs})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteJSON(&js, rep); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tb.String(), "FAIL (confirmed)") || !strings.Contains(tb.String(), "PASS (first run FAIL)") {
-		t.Errorf("table:\n%s", tb.String())
-	}
-	if !strings.Contains(js.String(), `"confirmed": true`) || !strings.Contains(js.String(), `"first_run"`) {
+	if !strings.Contains(string(js), `"confirmed":true`) || !strings.Contains(string(js), `"first_run"`) {
 		t.Errorf("JSON lacks confirmed or first_run")
 	}
 }

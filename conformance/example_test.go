@@ -17,8 +17,8 @@ import (
 // started in the same process, Quiver's own file server here, and print
 // their verdicts. A pattern such as "hs-*" selects a whole group; this
 // example names quick ones, since five hs- scenarios watch for three
-// seconds that the server stays silent. The report also goes out as JSON
-// (WriteJSON), JUnit (WriteJUnit) or a table (WriteTable), and a Baseline
+// seconds that the server stays silent. Package conformance/report writes
+// the report as JSON, JUnit XML or a table, and a Baseline
 // of its verdicts is what `quiver test --baseline` compares with.
 func ExampleRun() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,6 +3,8 @@ package conformance
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,9 +155,7 @@ func runSuite(t *testing.T, target Target, patterns []string, revive func(contex
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb stringsBuilder
-	WriteTable(&sb, rep)
-	t.Logf("%s in %v\n%s", target.Name, time.Since(start).Round(time.Millisecond), sb.String())
+	t.Logf("%s in %v\n%s", target.Name, time.Since(start).Round(time.Millisecond), verdictLines(rep))
 	logJudgements(t, rep)
 	saveReport(t, rep)
 	return rep
@@ -174,7 +174,10 @@ func saveReport(t *testing.T, rep *Report) {
 		return
 	}
 	defer f.Close()
-	if err := WriteJSON(f, rep); err != nil {
+	// The encoding of conformance/report's WriteJSON.
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
 		t.Errorf("report: %v", err)
 	}
 }
@@ -197,10 +200,17 @@ func logJudgements(t *testing.T, rep *Report) {
 	}
 }
 
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
-func (s *stringsBuilder) String() string              { return string(s.b) }
+// verdictLines lists each scenario's verdict and sentence, one a line, for
+// the test log (the table of conformance/report cannot be imported here:
+// it imports this package).
+func verdictLines(rep *Report) string {
+	var b strings.Builder
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "  %s %s: %s\n", r.Scenario, strings.ToUpper(string(r.Verdict)), r.Sentence)
+	}
+	fmt.Fprintf(&b, "%d scenarios: %v\n", len(rep.Results), rep.Counts())
+	return b.String()
+}
 
 func verdictOf(rep *Report, id string) (Verdict, string) {
 	for _, r := range rep.Results {

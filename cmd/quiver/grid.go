@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/conformance/report"
 )
 
 func gridCommand() *command {
@@ -22,7 +22,7 @@ func gridCommand() *command {
 			if len(args) == 0 {
 				return fmt.Errorf("%w: grid needs at least one report (written by quiver test --json or quiver test-client --json)", errUsage)
 			}
-			var cols []conformance.GridColumn
+			var cols []report.GridColumn
 			for _, a := range args {
 				name, file, named := strings.Cut(a, "=")
 				if !named {
@@ -32,7 +32,7 @@ func gridCommand() *command {
 				if err != nil {
 					return err
 				}
-				rep, err := conformance.ReadJSON(f)
+				rep, err := report.ReadJSON(f)
 				f.Close()
 				if err != nil {
 					return fmt.Errorf("%s: %w", file, err)
@@ -43,9 +43,9 @@ func gridCommand() *command {
 						name = rep.Target.Address
 					}
 				}
-				cols = append(cols, conformance.GridColumn{Name: name, Report: rep})
+				cols = append(cols, report.GridColumn{Name: name, Report: rep})
 			}
-			return conformance.WriteGrid(env.stdout, cols)
+			return report.WriteGrid(env.stdout, cols)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/conformance/report"
 )
 
 // exitStatusNotes is the part of test's and test-client's --help that a
@@ -47,7 +48,7 @@ func runTest(ctx context.Context, env *cmdEnv, o *testOpts, addr string) error {
 		Parallel:     o.parallel,
 		Timeout:      o.timeout,
 		ArtifactsDir: o.artifacts,
-		Progress:     conformance.ProgressLine(env.stderr, isTerminal(env.stderr)),
+		Progress:     report.ProgressLine(env.stderr, isTerminal(env.stderr)),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -109,16 +110,16 @@ func finishReport(ctx context.Context, env *cmdEnv, rep *conformance.Report, o r
 	// Write the reports before anything can fail, so a run always leaves
 	// its results behind.
 	if o.jsonFile != "" {
-		if err := writeReport(o.jsonFile, rep, conformance.WriteJSON); err != nil {
+		if err := writeReport(o.jsonFile, rep, report.WriteJSON); err != nil {
 			return testerError(env, o.cmd, "%v", err)
 		}
 	}
 	if o.junit != "" {
-		if err := writeReport(o.junit, rep, conformance.WriteJUnit); err != nil {
+		if err := writeReport(o.junit, rep, report.WriteJUnit); err != nil {
 			return testerError(env, o.cmd, "%v", err)
 		}
 	}
-	if err := conformance.WriteTable(env.stdout, rep); err != nil {
+	if err := report.WriteTable(env.stdout, rep); err != nil {
 		return testerError(env, o.cmd, "%v", err)
 	}
 	if ctx.Err() != nil {

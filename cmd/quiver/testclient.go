@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/conformance/report"
 )
 
 type testClientOpts struct {
@@ -68,7 +69,7 @@ func runTestClient(ctx context.Context, env *cmdEnv, o *testClientOpts) error {
 		Parallel:     o.parallel,
 		Timeout:      10 * time.Second,
 		ArtifactsDir: o.artifacts,
-		Progress:     conformance.ProgressLine(env.stderr, isTerminal(env.stderr)),
+		Progress:     report.ProgressLine(env.stderr, isTerminal(env.stderr)),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

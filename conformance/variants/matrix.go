@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/conformance/report"
 )
 
 // Options configure a run of the matrix.
@@ -175,7 +176,7 @@ func saveReport(dir string, role conformance.Role, t Target, rep *conformance.Re
 	if err != nil {
 		return err
 	}
-	if err := conformance.WriteJSON(f, rep); err != nil {
+	if err := report.WriteJSON(f, rep); err != nil {
 		f.Close()
 		return err
 	}

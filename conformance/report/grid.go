@@ -1,31 +1,18 @@
-package conformance
+package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-)
 
-// ReadJSON reads a report written by WriteJSON. A report of another schema
-// is refused, so a grid never mixes meanings.
-func ReadJSON(r io.Reader) (*Report, error) {
-	var rep Report
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&rep); err != nil {
-		return nil, fmt.Errorf("conformance report: %w", err)
-	}
-	if rep.Schema != SchemaVersion {
-		return nil, fmt.Errorf("conformance report: schema %d, this Quiver reads schema %d", rep.Schema, SchemaVersion)
-	}
-	return &rep, nil
-}
+	"github.com/quiver-quic/quiver/conformance"
+)
 
 // GridColumn is one implementation's report in a grid.
 type GridColumn struct {
 	Name   string
-	Report *Report
+	Report *conformance.Report
 }
 
 // WriteGrid writes a Markdown table with one row per scenario found in any
@@ -34,18 +21,18 @@ type GridColumn struct {
 // as "—".
 func WriteGrid(w io.Writer, cols []GridColumn) error {
 	type key struct {
-		role Role
+		role conformance.Role
 		id   string
 	}
 	seen := map[key]bool{}
 	var rows []key
-	cells := make([]map[string]Verdict, len(cols))
+	cells := make([]map[string]conformance.Verdict, len(cols))
 	for i, c := range cols {
-		cells[i] = map[string]Verdict{}
+		cells[i] = map[string]conformance.Verdict{}
 		for _, r := range c.Report.Results {
 			k := key{r.Role, r.Scenario}
 			if k.role == "" {
-				k.role = ServerRole
+				k.role = conformance.ServerRole
 			}
 			cells[i][r.Scenario] = r.Verdict
 			if !seen[k] {
