@@ -41,6 +41,11 @@ type AgentJob struct {
 	// Handshakes and Parallel size a handshake client.
 	Handshakes int `json:"handshakes,omitempty"`
 	Parallel   int `json:"parallel,omitempty"`
+	// Pin places the endpoint on this host's CPUs as the pin sweep does
+	// (none, same, sibling, different: the role's CPU of that placement).
+	Pin string `json:"pin,omitempty"`
+	// Profile takes a CPU profile of a Go endpoint, returned classified.
+	Profile bool `json:"profile,omitempty"`
 }
 
 // AgentRequest is a controller's message on the stream.
@@ -85,7 +90,10 @@ type AgentDone struct {
 	Output     string        `json:"output"`
 	Handshakes int           `json:"handshakes,omitempty"`
 	HSWall     time.Duration `json:"handshake_wall_ns,omitempty"`
-	Err        string        `json:"error,omitempty"`
+	// Profile is where the endpoint's CPU went, when asked and it is a
+	// Go endpoint.
+	Profile *Split `json:"profile,omitempty"`
+	Err     string `json:"error,omitempty"`
 }
 
 // Agent runs benchmark endpoints on its host for a controller. It serves
@@ -218,6 +226,11 @@ func (j *AgentJob) validate() error {
 	case j.Port < 0 || j.Port > 65535:
 		return fmt.Errorf("port %d", j.Port)
 	}
+	if j.Pin != "" && j.Pin != "none" {
+		if _, _, err := pinCPUs(j.Pin); err != nil {
+			return fmt.Errorf("pin %q on this host: %w", j.Pin, err)
+		}
+	}
 	if _, err := lookupImpl(j.Impl); err != nil {
 		return err
 	}
@@ -295,6 +308,9 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	defer os.RemoveAll(out)
 	s := &site{bins: a.Bins, cert: ws.cert, key: ws.key, root: ws.root, host: job.Host, port: job.Port, out: out,
 		file: ws.file, alpn: job.ALPN, knobs: job.Knobs}
+	if job.Profile && im.goProfile {
+		s.profile = filepath.Join(out, "endpoint.pprof")
+	}
 	var spec cmdSpec
 	switch {
 	case job.Role == "server":
@@ -315,6 +331,7 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	if err != nil {
 		return nil, err
 	}
+	spec = pinned(spec, job.Pin, job.Role)
 	before := readUDP()
 	begin := time.Now()
 	p, err := start(spec)
@@ -370,6 +387,11 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	}
 	if runErr != nil {
 		d.Err = runErr.Error()
+	}
+	if s.profile != "" {
+		if sp, ok := classifyFiles(map[string]string{job.Role: s.profile})[job.Role]; ok {
+			d.Profile = &sp
+		}
 	}
 	return d, nil
 }

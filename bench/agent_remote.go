@@ -126,14 +126,15 @@ type EndpointTrace struct {
 	Samples []CPUSample `json:"samples"`
 }
 
-// MeasureRemote runs a goodput or handshake measurement ("goodput",
-// "handshakes") with each server on srv's host and each client on cli's,
-// alternating as measure does, and returns the same Result as a local run
-// together with the agents' CPU samples. Only the default configuration
-// runs remotely (no sweeps, profiles or topologies).
+// MeasureRemote runs a goodput, handshake or sweep measurement
+// ("goodput", "handshakes", "sweep") with each server on srv's host and
+// each client on cli's, alternating as measure does, and returns the same
+// Result as a local run together with the agents' CPU samples. A sweep
+// runs only configurations of the endpoints themselves (remoteConfig);
+// profiles are taken by the agents and come back classified.
 func MeasureRemote(ctx context.Context, o Options, kind string, srv, cli *AgentClient) (*Result, []EndpointTrace, error) {
 	switch kind {
-	case "goodput":
+	case "goodput", "sweep":
 		if o.Size <= 0 {
 			return nil, nil, errors.New("file size must be positive")
 		}
@@ -145,11 +146,10 @@ func MeasureRemote(ctx context.Context, o Options, kind string, srv, cli *AgentC
 	default:
 		return nil, nil, fmt.Errorf("kind %q: want goodput or handshakes", kind)
 	}
-	if o.Profile {
-		return nil, nil, errors.New("--profile is not available through agents")
-	}
-	if len(o.Configs) > 1 || len(o.Configs) == 1 && (o.Configs[0].Topology != "" || o.Configs[0].Rmem != 0 || o.Configs[0].Path != nil) {
-		return nil, nil, errors.New("only the default configuration runs through agents")
+	for _, c := range o.Configs {
+		if err := remoteConfig(c); err != nil {
+			return nil, nil, err
+		}
 	}
 	if o.Runs <= 0 {
 		o.Runs = 1
@@ -162,25 +162,27 @@ func MeasureRemote(ctx context.Context, o Options, kind string, srv, cli *AgentC
 	}
 	res := &Result{Kind: kind, Command: o.Command, Started: time.Now().UTC(), Host: hostInfo(), Options: o}
 	var cs []cell
-	for _, p := range o.Pairs {
-		si, err := lookupImpl(p.Server)
-		if err != nil {
-			return nil, nil, err
+	for _, cfg := range o.Configs {
+		for _, p := range o.Pairs {
+			si, err := lookupImpl(p.Server)
+			if err != nil {
+				return nil, nil, err
+			}
+			ci, err := lookupImpl(p.Client)
+			if err != nil {
+				return nil, nil, err
+			}
+			c := cell{cfg: cfg, pair: Pair{si.name, ci.name}, srv: si, cli: ci}
+			if c.alpn, err = pairALPN(si, ci, o.ALPN); err != nil {
+				res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: err.Error()})
+				continue
+			}
+			if kind == "handshakes" && ci.hsClient == nil {
+				res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: ci.name + " has no handshake client"})
+				continue
+			}
+			cs = append(cs, c)
 		}
-		ci, err := lookupImpl(p.Client)
-		if err != nil {
-			return nil, nil, err
-		}
-		c := cell{cfg: o.Configs[0], pair: Pair{si.name, ci.name}, srv: si, cli: ci}
-		if c.alpn, err = pairALPN(si, ci, o.ALPN); err != nil {
-			res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: err.Error()})
-			continue
-		}
-		if kind == "handshakes" && ci.hsClient == nil {
-			res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: ci.name + " has no handshake client"})
-			continue
-		}
-		cs = append(cs, c)
 	}
 	if len(cs) == 0 {
 		return res, nil, errors.New("nothing to run: every pair is unsupported")
@@ -212,12 +214,17 @@ func MeasureRemote(ctx context.Context, o Options, kind string, srv, cli *AgentC
 // runTransfer and runHandshakes do locally.
 func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, srv, cli *AgentClient) (r Run, traces []EndpointTrace) {
 	r = Run{Config: c.cfg.Name, Pair: c.pair, ALPN: c.alpn, Iter: iter}
-	if kind == "goodput" {
+	if kind != "handshakes" {
 		r.Bytes = o.Size
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
-	job := AgentJob{Kind: kind, ALPN: c.alpn, Knobs: c.cfg.Knobs, Size: o.Size, Handshakes: o.Handshakes, Parallel: o.Parallel}
+	jobKind := kind
+	if kind == "sweep" {
+		jobKind = "goodput"
+	}
+	job := AgentJob{Kind: jobKind, ALPN: c.alpn, Knobs: c.cfg.Knobs, Size: o.Size, Handshakes: o.Handshakes, Parallel: o.Parallel,
+		Pin: c.cfg.Pin, Profile: o.Profile}
 	sj := job
 	sj.Role, sj.Impl, sj.Host = "server", c.srv.name, srv.Host()
 	se, err := srv.Start(ctx, sj)
@@ -254,6 +261,14 @@ func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, 
 			r.Acks = &a
 		}
 	}
+	for role, d := range map[string]*AgentDone{"server": sd, "client": cd} {
+		if d != nil && d.Profile != nil {
+			if r.Profiles == nil {
+				r.Profiles = map[string]Split{}
+			}
+			r.Profiles[role] = *d.Profile
+		}
+	}
 	if sd != nil {
 		r.ServerCPU = sd.CPU
 		if r.Cipher == "" {
@@ -270,7 +285,7 @@ func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, 
 	if ce != nil {
 		r.CPUTrace = remoteTrace(se.Samples, ce.Samples, cli.Addr())
 	}
-	if kind == "handshakes" {
+	if jobKind == "handshakes" {
 		r.Handshakes, r.Wall = cd.Handshakes, cd.HSWall
 		r.HandshakesS = float64(r.Handshakes) / r.Wall.Seconds()
 	} else {
@@ -278,4 +293,33 @@ func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, 
 		r.GoodputMbps = float64(o.Size) * 8 / r.Wall.Seconds() / 1e6
 	}
 	return r, traces
+}
+
+// remoteConfig refuses a configuration that cannot run through agents:
+// one that changes the network between the ends or a host-wide setting
+// (the veth pair, its MTU, offloads or link rate, a relay path, the
+// kernel's receive buffers) needs both ends on this host, where the bench
+// makes that network; across hosts, set it on the hosts and run once per
+// setting. Endpoint settings (GSO, GRO, cipher, congestion control, ACK
+// ratio, CPU placement on each host) and profiles run anywhere.
+func remoteConfig(c Config) error {
+	why := ""
+	switch {
+	case c.Topology != "" && c.Topology != "loopback":
+		why = "runs on the " + c.Topology + " topology, which the bench builds on this host"
+	case c.MTU != 0:
+		why = "sets the veth pair's MTU"
+	case c.Offload != "":
+		why = "sets the veth pair's offloads (ethtool -K)"
+	case c.Rate != 0:
+		why = "shapes the veth pair's link rate"
+	case c.Path != nil:
+		why = "emulates a path through the relay"
+	case c.Rmem != 0:
+		why = "sets the kernel's receive buffers (net.core.rmem_*)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("configuration %s %s: it needs both ends local (--server-agent/--client-agent cannot run it); "+
+		"set it on the hosts themselves and run one bench per setting", c.Name, why)
 }

@@ -178,8 +178,8 @@ func writeSweepReport(w io.Writer, r StoredResult, chart func(string, []byte) st
 			lines = append(lines, svgLine{Label: "softirq (machine)", Y: t.SoftIRQ, Dashed: true}, svgLine{Label: "irq (machine)", Y: t.IRQ, Dashed: true})
 		}
 		name := base + "-cpu-" + safeName(p.String()) + ".svg"
-		fmt.Fprintf(w, "\n![CPU per second, %s, %s, run %d](%s)\n", p, shortConfig(configs[0]), run.Iter,
-			chart(name, lineChartSVG(fmt.Sprintf("CPU per second: %s, %s (run %d, %.0f Mbit/s)", p, shortConfig(configs[0]), run.Iter, run.GoodputMbps),
+		fmt.Fprintf(w, "\n![CPUs busy over time, %s, %s, run %d](%s)\n", p, shortConfig(configs[0]), run.Iter,
+			chart(name, lineChartSVG(fmt.Sprintf("CPUs busy over time: %s, %s (run %d, %.0f Mbit/s)", p, shortConfig(configs[0]), run.Iter, run.GoodputMbps),
 				"seconds into the transfer (end of each interval)", "CPUs busy", t.Interval.Seconds(), lines)))
 	}
 }

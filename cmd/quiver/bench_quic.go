@@ -209,6 +209,8 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 		"no-csum; root), pin (none, same, sibling, different CPUs)")
 	values := fs.String("values", "", "comma-separated `values` (default: every value of the parameter)")
 	topo := fs.String("topology", "loopback", "`topology` for parameters other than rate: loopback or veth (namespace pair 198.18.0.1/2, root)")
+	var ag agentFlags
+	ag.register(fs)
 	if help, err := parseSub(env, fs, "quiver bench sweep [flags]", args); help || err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ func benchSweep(ctx context.Context, env *cmdEnv, args []string) error {
 	if o.Configs, err = bench.SweepConfigs(*param, splitList(vals), *topo); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	res, err := bench.Sweep(ctx, o)
+	res, err := ag.measure(ctx, env, &c, o, "sweep", bench.Sweep)
 	return finish(ctx, env, res, err, c.out, "sweep-"+*param, c.store)
 }
 
