@@ -41,7 +41,7 @@ func runHSV1Basic(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	var hdPkt *packet
 	scids := map[string]*packet{}
-	firstFlight, ackOnlyInitials := 0, 0
+	firstFlight := 0
 	var versions []uint32
 	for _, p := range received(ps, c.ID(), 0) {
 		if hdPkt == nil && p.has(wire.FrameTypeHandshakeDone) {
@@ -58,21 +58,12 @@ func runHSV1Basic(ctx context.Context, t *T) {
 		if p.space == 0 || p.space == 1 {
 			firstFlight += p.ev.Size
 		}
-		if p.space == 0 && !p.ackEliciting && p.has(wire.FrameTypeAck) && !p.has(wire.FrameTypeConnectionClose) {
-			ackOnlyInitials++
-		}
 		if len(p.scid) > 0 {
 			t.Fact("cid.length", len(p.scid))
 		}
 	}
 	t.Fact("handshake.server-bytes", firstFlight)
-	// Initial packets that carry an ACK and nothing else (PADDING aside).
-	// RFC 9000 §13.2.1: "An endpoint MUST acknowledge all ack-eliciting
-	// Initial and Handshake packets immediately"; whether the ACK rides
-	// with the server's CRYPTO data or goes alone depends on
-	// timing (which of the client's packets arrives when), so the count
-	// is a fact of one connection, a hint rather than a constant.
-	t.Fact("handshake.server-ack-only-initials", ackOnlyInitials)
+	t.Fact("handshake.server-ack-only-initials", serverAckOnlyInitials(ps, c.ID()))
 	if tp := c.TransportParameters(); tp != nil {
 		t.Fact("tp.raw", tpFacts(tp))
 	}
@@ -781,11 +772,29 @@ func runClientHelloMultiDatagram(ctx context.Context, t *T) {
 	rc, r := runClientHelloReordered(ctx, t, rawOptions{Label: "ClientHello in 3 datagrams, reversed", SCID: scid, RawTP: tp,
 		Curves: []tls.CurveID{tls.X25519MLKEM768, tls.X25519}}, 3)
 	t.Fact("tls.clienthello-bytes", len(rc.clientHello))
+	t.Fact("handshake.server-ack-only-initials", serverAckOnlyInitials(t.rec.snapshot(), rc.trace.id))
 	retried := rc.retrySCID != nil
 	t.Fact("retry.large-clienthello", retried)
 	if r.completed {
 		t.Observe("retry", map[bool]string{true: "The server answered the large ClientHello with a Retry first, which §4.3 allows.", false: "The server answered the large ClientHello without a Retry."}[retried])
 	}
+}
+
+// serverAckOnlyInitials counts the server's Initial packets on conn that
+// carry an ACK and nothing else (PADDING aside). RFC 9000 §13.2.1: "An
+// endpoint MUST acknowledge all ack-eliciting Initial and Handshake
+// packets immediately"; whether the ACK rides with the server's CRYPTO
+// data or goes alone depends on timing (which piece of the ClientHello
+// arrives when, and whether the server can answer it yet), so the count
+// is a fact of one connection, a hint rather than a constant.
+func serverAckOnlyInitials(ps []*packet, conn int) int {
+	n := 0
+	for _, p := range received(ps, conn, 0) {
+		if p.space == 0 && !p.ackEliciting && p.has(wire.FrameTypeAck) && !p.has(wire.FrameTypeConnectionClose) {
+			n++
+		}
+	}
+	return n
 }
 
 // judgeCoalesced reads the server's packets on conn: the tester's
