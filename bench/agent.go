@@ -64,12 +64,15 @@ type AgentStarted struct {
 }
 
 // CPUSample is an endpoint's cumulative CPU time at T after its start, from
-// /proc/PID/stat, with the host's softirq CPU time (all CPUs) beside it.
+// /proc/PID/stat, with the host's softirq and interrupt CPU time (all
+// CPUs, machine-wide) beside it when HostOK.
 type CPUSample struct {
 	T       time.Duration `json:"t_ns"`
 	User    time.Duration `json:"user_ns"`
 	System  time.Duration `json:"system_ns"`
 	SoftIRQ time.Duration `json:"host_softirq_ns"`
+	IRQ     time.Duration `json:"host_irq_ns"`
+	HostOK  bool          `json:"host_ok"`
 }
 
 // AgentDone is what the endpoint did: its rusage, the client's wall time,
@@ -97,11 +100,20 @@ type Agent struct {
 	// OnStart and OnExit, when set, are told each endpoint's PID when it
 	// starts and once it has exited and been reaped (tests).
 	OnStart, OnExit func(pid int)
+	// StateDir, when set, holds the agent's state file (agent_state.go):
+	// at start the agent ends the endpoint groups that dead agents left
+	// there, then records its own endpoints' groups while they run.
+	StateDir string
 
 	mu     sync.Mutex
 	ws     map[int64]*workspace
+	state  *stateFile
 	server *rpc.Server
 }
+
+// DefaultStateDir is where `quiver agent serve` keeps its state file; the
+// agents of every network namespace on a host share it.
+func DefaultStateDir() string { return filepath.Join(os.TempDir(), "quiver-agent-state") }
 
 // Serve serves the agent on l until ctx ends; then every endpoint still
 // running is stopped and its files removed.
@@ -117,6 +129,24 @@ func (a *Agent) Serve(ctx context.Context, l rpc.Listener) error {
 		}
 		a.Dir = d
 		defer os.RemoveAll(d)
+	}
+	if a.StateDir != "" {
+		if _, err := ReapDeadAgents(a.StateDir, a.logf); err != nil {
+			return err
+		}
+		st, err := newStateFile(a.StateDir)
+		if err != nil {
+			return err
+		}
+		a.mu.Lock()
+		a.state = st
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			st.close()
+			a.state = nil
+		}()
 	}
 	s := rpc.NewServer()
 	rpc.RegisterBidiStream(s, AgentMethod, a.endpoint)
@@ -293,12 +323,14 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	}
 	pid := p.p.Pid()
 	*pidOut = pid
+	a.track(pid, true)
 	a.logf("%s %s started: pid %d: %s", job.Role, im.name, pid, spec)
 	if a.OnStart != nil {
 		a.OnStart(pid)
 	}
 	defer func() {
 		p.stop()
+		a.track(pid, false)
 		a.logf("%s %s pid %d ended", job.Role, im.name, pid)
 	}()
 	if job.Role == "server" {
@@ -342,6 +374,24 @@ func (a *Agent) runEndpoint(ctx context.Context, job *AgentJob, emit func(*Agent
 	return d, nil
 }
 
+// track records (or forgets) an endpoint's group in the state file.
+func (a *Agent) track(pid int, running bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == nil {
+		return
+	}
+	var err error
+	if running {
+		err = a.state.add(pid)
+	} else {
+		err = a.state.remove(pid)
+	}
+	if err != nil {
+		a.logf("agent state: %v", err)
+	}
+}
+
 // sampleCPU sends the process's CPU time once a second until it exits.
 func sampleCPU(pid int, begin time.Time, exited <-chan struct{}, emit func(*AgentEvent) error) {
 	tick := time.NewTicker(time.Second)
@@ -355,7 +405,8 @@ func sampleCPU(pid int, begin time.Time, exited <-chan struct{}, emit func(*Agen
 			if !ok {
 				return
 			}
-			if emit(&AgentEvent{Sample: &CPUSample{T: time.Since(begin), User: u, System: sy, SoftIRQ: hostSoftIRQ()}}) != nil {
+			irq, softirq, hostOK := hostIRQ()
+			if emit(&AgentEvent{Sample: &CPUSample{T: time.Since(begin), User: u, System: sy, SoftIRQ: softirq, IRQ: irq, HostOK: hostOK}}) != nil {
 				return
 			}
 		}
@@ -387,25 +438,6 @@ func procCPU(pid int) (user, sys time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	return time.Duration(ut) * clockTick, time.Duration(st) * clockTick, true
-}
-
-// hostSoftIRQ is the softirq time of all CPUs (the "cpu" line of
-// /proc/stat, field 7), or 0 where it cannot be read.
-func hostSoftIRQ() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0
-	}
-	n, err := strconv.ParseInt(f[7], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(n) * clockTick
 }
 
 // readUDP reads the UDP counters of the agent's network namespace.
@@ -450,5 +482,5 @@ func DefaultAgent() (*Agent, error) {
 	if err != nil && !errors.Is(err, peers.ErrNotInstalled) {
 		return nil, err
 	}
-	return &Agent{Bins: b}, nil
+	return &Agent{Bins: b, StateDir: DefaultStateDir()}, nil
 }

@@ -267,6 +267,9 @@ func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, 
 		r.Err = err.Error()
 		return r, traces
 	}
+	if ce != nil {
+		r.CPUTrace = remoteTrace(se.Samples, ce.Samples, cli.Addr())
+	}
 	if kind == "handshakes" {
 		r.Handshakes, r.Wall = cd.Handshakes, cd.HSWall
 		r.HandshakesS = float64(r.Handshakes) / r.Wall.Seconds()

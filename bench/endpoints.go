@@ -366,6 +366,7 @@ func RestrictCipher(name string) (restore func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	quic.EnableTLS13SuiteControl()
 	return quic.RestrictTLS13Suites(id)
 }
 

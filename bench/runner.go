@@ -152,6 +152,9 @@ type Run struct {
 	// Acks is what the data receiver counted of its ACKs, when it is the
 	// bench's Quiver client (ACK ratio configurations).
 	Acks *AckStats `json:"acks,omitempty"`
+	// CPUTrace is the endpoints' CPU second by second, with the
+	// machine-wide softirq and interrupt CPU.
+	CPUTrace *CPUTrace `json:"cpu_trace,omitempty"`
 	// Err is why the run failed; failed runs are kept and excluded from
 	// the statistics.
 	Err string `json:"error,omitempty"`
@@ -522,10 +525,15 @@ func runTransfer(ctx context.Context, o *Options, ws *workspace, env *environmen
 	before := env.udp(s.clientNS)
 	begin := time.Now()
 	cli, err := start(spec)
+	var tr *cpuTracer
 	if err == nil {
+		tr = traceCPU(srv.p.Pid(), cli.p.Pid())
 		r.ClientCPU, err = cli.wait(ctx)
 	}
 	r.Wall = time.Since(begin)
+	if tr != nil {
+		r.CPUTrace = tr.finish()
+	}
 	if stopRelay != nil {
 		ls := stopRelay()
 		r.Link = &ls

@@ -53,8 +53,10 @@ func (n *nicState) apply(mtu int, offload string) error {
 		if err := ipCmd("-n", side[0], "link", "set", "dev", side[1], "mtu", strconv.Itoa(mtu)); err != nil {
 			return fmt.Errorf("MTU %d: %w", mtu, err)
 		}
-		if offload == "default" && !n.set {
-			continue // a fresh pair has it; no ethtool needed
+		// A fresh pair has the default set; an MTU change keeps the
+		// offloads in force: neither needs ethtool.
+		if n.set && n.offload == offload || !n.set && offload == "default" {
+			continue
 		}
 		args := append([]string{"netns", "exec", side[0], "ethtool", "-K", side[1]}, flags...)
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {

@@ -43,7 +43,7 @@ func (t *T) ampOverrun(rc *rawClient) (at time.Time, sent, recv int, over bool) 
 	pick := rc.onPath(0)
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if !pick(d) {
 			continue
 		}
@@ -149,7 +149,7 @@ func (t *T) retries(rc *rawClient) (raw [][]byte, at []time.Time) {
 	pick := rc.onPath(0)
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent || !pick(d) || !wire.IsLongHeader(d.b) {
 			continue
 		}
@@ -484,7 +484,7 @@ func (t *T) retryOf(rc *rawClient) (*wire.Retry, *packet) {
 	}
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent || d.local != rc.paths[0].Local || d.size == 0 || d.b[0]&0x80 == 0 {
 			continue
 		}

@@ -23,7 +23,7 @@ var defaultLocal = netip.MustParseAddrPort("127.0.0.1:0")
 // every long-header datagram (the handshake, Retry, Version Negotiation,
 // coalesced packets) stays whole for the judges that parse them.
 const (
-	keepDatagramBytes  = 8 << 20
+	keepDatagramBytes  = 2 << 20
 	keepDatagramPrefix = 64
 )
 
@@ -115,7 +115,7 @@ func (r *recorder) endCapture() {
 // not its bytes (a zero slice of the same length stands in for them). The
 // judges read headers, control streams and small responses, all in the
 // first bytes of their streams; the raw client reassembles streams itself
-// (rawStream) before its packets are compacted.
+// (rawquic.Stream) before its packets are compacted.
 const keepStreamOffset = 64 << 10
 
 // zeroData stands in for the bytes of compacted STREAM frames.

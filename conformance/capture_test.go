@@ -13,9 +13,9 @@ import (
 )
 
 // TestRecorderBoundsDatagrams: memory keeps datagrams whole up to
-// keepDatagramBytes, then only the first bytes of short-header ones, while
-// every size stays right, long-header datagrams stay whole, and the
-// capture on disk keeps every byte.
+// keepDatagramBytes, then of short-header ones only a compact entry (time,
+// size, addresses, first bytes), while every size stays right, long-header datagrams stay
+// whole, and the capture on disk keeps every byte.
 func TestRecorderBoundsDatagrams(t *testing.T) {
 	dir := t.TempDir()
 	r := newRecorder(time.Now())
@@ -63,8 +63,27 @@ func TestRecorderBoundsDatagrams(t *testing.T) {
 	for _, p := range c.Packets {
 		bytesOnDisk += len(p.Payload)
 	}
-	if len(c.Packets) != len(r.datagrams) || bytesOnDisk != total {
-		t.Fatalf("capture holds %d packets, %d bytes; want %d, %d", len(c.Packets), bytesOnDisk, len(r.datagrams), total)
+	if len(r.datagrams) > keepDatagramBytes/len(short)+1+(n+99)/100 || r.keep.datagramsDropped == 0 {
+		t.Fatalf("memory kept %d datagram records of %d (%d dropped)", len(r.datagrams), n+(n+99)/100, r.keep.datagramsDropped)
+	}
+	if len(c.Packets) != n+(n+99)/100 || bytesOnDisk != n*len(short)+(n+99)/100*len(long) {
+		t.Fatalf("capture holds %d packets, %d bytes; want %d, %d", len(c.Packets), bytesOnDisk, n+(n+99)/100, n*len(short)+(n+99)/100*len(long))
+	}
+	// Every datagram is still listed, in order, with its size and first
+	// bytes.
+	all := r.allDatagramsLocked()
+	sum := 0
+	for i, d := range all {
+		sum += d.size
+		if i > 0 && d.at.Before(all[i-1].at) {
+			t.Fatalf("datagram %d listed out of order", i)
+		}
+		if d.b[0] != short[0] && d.b[0] != long[0] {
+			t.Fatalf("datagram %d lost its first byte", i)
+		}
+	}
+	if len(all) != n+(n+99)/100 || sum != n*len(short)+(n+99)/100*len(long) {
+		t.Fatalf("all datagrams: %d, %d bytes; want %d, %d", len(all), sum, n+(n+99)/100, n*len(short)+(n+99)/100*len(long))
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("the spool file was left behind: %v", ents)

@@ -58,7 +58,7 @@ func registerClientRetry() {
 			var inits []*clientInitial
 			var retry []byte
 			t.rec.mu.Lock()
-			for _, d := range t.rec.datagrams {
+			for _, d := range t.rec.allDatagramsLocked() {
 				if d.sent && retry == nil && wire.IsLongHeader(d.b) {
 					if h, err := wire.ParseHeader(d.b, 0); err == nil && h.Type == wire.PacketTypeRetry {
 						retry = d.b
@@ -168,7 +168,7 @@ func registerClientRetry() {
 			t.download(ctx, serveOptions{Label: "run 1 (Retry)", Config: func(c *quic.Config) { c.RequireRetry = true }})
 			var tokens [][]byte
 			t.rec.mu.Lock()
-			for _, d := range t.rec.datagrams {
+			for _, d := range t.rec.allDatagramsLocked() {
 				if h, err := wire.ParseHeader(d.b, 0); d.sent && err == nil && h.Type == wire.PacketTypeRetry {
 					tokens = append(tokens, append([]byte(nil), h.Token...))
 				}

@@ -26,6 +26,15 @@ func registerPassiveClient() {
 				if d.err != nil || d.header.Type != wire.PacketTypeInitial {
 					continue
 				}
+				if n == 0 {
+					// The size the client pads its first flight to, an
+					// implementation's setting (RFC 9000 §14.1: "a
+					// client MUST expand the payload of all UDP datagrams
+					// carrying Initial packets to at least the smallest
+					// allowed maximum datagram size of 1200 bytes"; how far
+					// above 1200 is its choice).
+					t.Fact("initial.client-first-datagram-size", d.size)
+				}
 				n++
 				if d.size < 1200 {
 					small++
@@ -51,7 +60,7 @@ func registerPassiveClient() {
 			s, _, _ := t.download(ctx, serveOptions{Label: "download"})
 			var firstServer time.Time
 			t.rec.mu.Lock()
-			for _, d := range t.rec.datagrams {
+			for _, d := range t.rec.allDatagramsLocked() {
 				if d.sent {
 					firstServer = d.at
 					break

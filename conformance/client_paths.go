@@ -150,7 +150,7 @@ func (t *T) runPreferred(ctx context.Context) *prefRun {
 	}
 	answers := 0
 	t.rec.mu.Lock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent && d.local == s.prefAddr {
 			if answers == 0 {
 				r.firstAnswer = d.at

@@ -342,7 +342,7 @@ func (t *T) answersSince(rc *rawClient, at time.Time) [][]byte {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
 	var out [][]byte
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if !d.sent && d.local == rc.paths[0].Local && !d.at.Before(at) {
 			out = append(out, d.b)
 		}
@@ -704,7 +704,7 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	var first []byte
 	identical := 0
 	t.rec.mu.Lock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent || d.local != rc.local || d.at.Before(cl.at) {
 			continue
 		}

@@ -90,6 +90,7 @@ func judgeFlowControl(ps []*packet, conn int, tp *wire.TransportParameters) (v *
 }
 
 func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
+	t.keepEverything() // judgeFlowControl reads every STREAM frame of the download
 	var (
 		rc   *rawClient
 		tp   *wire.TransportParameters
@@ -172,6 +173,7 @@ func blockedFrames(ps []*packet, conn, mark int) []*packet {
 }
 
 func runFCBlockedSignalled(ctx context.Context, t *T) {
+	t.keepEverything() // judgeFlowControl reads every STREAM frame of the download
 	r := t.sc.Requirements[0]
 	type phase struct {
 		label string
@@ -233,6 +235,7 @@ func runFCBlockedSignalled(ctx context.Context, t *T) {
 }
 
 func runFCOutdated(ctx context.Context, t *T) {
+	t.keepEverything() // judgeFlowControl reads every STREAM frame of the download
 	const initial, big, small = 64 << 10, 192 << 10, 128 << 10
 	rc, _ := t.fcClient(ctx, "outdated", func(tp *wire.TransportParameters) {
 		tp.InitialMaxData = initial + 16<<10 // room for HTTP/3's own streams

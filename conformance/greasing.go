@@ -86,7 +86,8 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 	t.rec.mu.Lock()
 	var bad *datagramRec
 	n := 0
-	for i, d := range t.rec.datagrams {
+	dgs := t.rec.allDatagramsLocked()
+	for i, d := range dgs {
 		if d.sent || d.size < 5 {
 			continue
 		}
@@ -95,7 +96,7 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 		}
 		n++
 		if d.b[0]&0x40 == 0 && bad == nil {
-			bad = &t.rec.datagrams[i]
+			bad = &dgs[i]
 		}
 	}
 	t.rec.mu.Unlock()
@@ -163,7 +164,7 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 	rc, body, err := try("quic-bit-cleared", true)
 	cleared := 0
 	t.rec.mu.Lock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent && d.local == rc.local && d.size > 0 && d.b[0]&0x40 == 0 {
 			cleared++
 		}
@@ -188,7 +189,7 @@ func runGreaseQUICBitServerGreases(ctx context.Context, t *T) {
 	set, cleared := 0, 0
 	local := c.trace.localAddr()
 	t.rec.mu.Lock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		// Short-header datagrams only: every 1-RTT packet leaves after
 		// the server processed the tester's transport parameters.
 		if d.sent || d.local != local || d.size == 0 || d.b[0]&0x80 != 0 {

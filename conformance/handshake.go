@@ -41,7 +41,7 @@ func runHSV1Basic(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	var hdPkt *packet
 	scids := map[string]*packet{}
-	firstFlight := 0
+	firstFlight, ackOnlyInitials := 0, 0
 	var versions []uint32
 	for _, p := range received(ps, c.ID(), 0) {
 		if hdPkt == nil && p.has(wire.FrameTypeHandshakeDone) {
@@ -58,11 +58,21 @@ func runHSV1Basic(ctx context.Context, t *T) {
 		if p.space == 0 || p.space == 1 {
 			firstFlight += p.ev.Size
 		}
+		if p.space == 0 && !p.ackEliciting && p.has(wire.FrameTypeAck) && !p.has(wire.FrameTypeConnectionClose) {
+			ackOnlyInitials++
+		}
 		if len(p.scid) > 0 {
 			t.Fact("cid.length", len(p.scid))
 		}
 	}
 	t.Fact("handshake.server-bytes", firstFlight)
+	// Initial packets that carry an ACK and nothing else (PADDING aside).
+	// RFC 9000 §13.2.1: "An endpoint MUST acknowledge all ack-eliciting
+	// Initial and Handshake packets immediately"; whether the ACK rides
+	// with the server's CRYPTO data or goes alone depends on
+	// timing (which of the client's packets arrives when), so the count
+	// is a fact of one connection, a hint rather than a constant.
+	t.Fact("handshake.server-ack-only-initials", ackOnlyInitials)
 	if tp := c.TransportParameters(); tp != nil {
 		t.Fact("tp.raw", tpFacts(tp))
 	}

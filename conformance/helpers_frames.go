@@ -113,7 +113,7 @@ func isProbingOnly(p *packet) bool {
 func (t *T) datagramBytes(local func(d datagramRec) bool, sent bool, until time.Time) (n, count int) {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if d.sent != sent || !local(d) || (!until.IsZero() && d.at.After(until)) {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -217,7 +218,7 @@ func runInvInitialDatagramSize(ctx context.Context, t *T) {
 func runInvCoalesceSameCID(ctx context.Context, t *T) {
 	t.passiveTraffic(ctx)
 	t.rec.mu.Lock()
-	dgs := append([]datagramRec(nil), t.rec.datagrams...)
+	dgs := append([]datagramRec(nil), t.rec.allDatagramsLocked()...)
 	t.rec.mu.Unlock()
 	coalesced, bad := judgeCoalesceSameCID(dgs)
 	if bad != "" {
@@ -306,32 +307,50 @@ func largestIn(a *wire.AckFrame) uint64 {
 func judgePNLength(c connRecord) (string, []*packet) {
 	acked := [3]uint64{}
 	hasAck := [3]bool{}
-	for _, p := range c.packets {
-		if p.space < 0 || p.space > 2 {
-			continue
+	var sentence string
+	var cited *packet
+	c.walk(func(v pktView) bool {
+		space := v.space()
+		if space < 0 || space > 2 {
+			return true
 		}
-		if p.sent {
-			for _, f := range p.frames {
+		if v.sent() {
+			if v.p == nil {
+				if v.e.hasAck {
+					acked[space] = max(acked[space], v.e.ackLargest)
+					hasAck[space] = true
+				}
+				return true
+			}
+			for _, f := range v.p.frames {
 				if a, ok := f.(*wire.AckFrame); ok && len(a.Ranges) > 0 {
-					acked[p.space] = max(acked[p.space], largestIn(a))
-					hasAck[p.space] = true
+					acked[space] = max(acked[space], largestIn(a))
+					hasAck[space] = true
 				}
 			}
-			continue
+			return true
 		}
+		p := v.packet()
 		n := pnLenOf(p)
 		if n == 0 {
-			continue
+			return true
 		}
 		rng := uint64(1) << (8 * n)
 		switch {
-		case !hasAck[p.space] && p.pn >= rng:
-			return fmt.Sprintf("before the tester acknowledged anything in the %s space, the server encoded packet number %d in %d bytes, which cannot hold it in full.", p.ev.PacketType, p.pn, n), []*packet{p}
-		case hasAck[p.space] && p.pn > acked[p.space] && rng < 2*(p.pn-acked[p.space]):
-			return fmt.Sprintf("the server encoded packet number %d in %d bytes (a range of %d) while the largest it could have seen acknowledged was %d, a distance of %d that needs a range of at least %d.", p.pn, n, rng, acked[p.space], p.pn-acked[p.space], 2*(p.pn-acked[p.space])), []*packet{p}
+		case !hasAck[space] && p.pn >= rng:
+			sentence = fmt.Sprintf("before the tester acknowledged anything in the %s space, the server encoded packet number %d in %d bytes, which cannot hold it in full.", p.ev.PacketType, p.pn, n)
+		case hasAck[space] && p.pn > acked[space] && rng < 2*(p.pn-acked[space]):
+			sentence = fmt.Sprintf("the server encoded packet number %d in %d bytes (a range of %d) while the largest it could have seen acknowledged was %d, a distance of %d that needs a range of at least %d.", p.pn, n, rng, acked[space], p.pn-acked[space], 2*(p.pn-acked[space]))
+		default:
+			return true
 		}
+		cited = p
+		return false
+	})
+	if sentence == "" {
+		return "", nil
 	}
-	return "", nil
+	return sentence, []*packet{cited}
 }
 
 // judgeAckOnlyReceived checks that every packet number the server's ACK
@@ -339,19 +358,26 @@ func judgePNLength(c connRecord) (string, []*packet) {
 // packet the tester sends is recorded before it leaves, so an ACK can
 // only cover recorded numbers.
 func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
-	var sent [3]map[uint64]*packet
-	for i := range sent {
-		sent[i] = map[uint64]*packet{}
-	}
+	var sent [3]rawquic.PNSet
+	var count [3]int
 	var missing []uint64
-	for _, p := range c.packets {
-		if p.space < 0 || p.space > 2 {
-			continue
+	var sentence string
+	var cited *packet
+	c.walk(func(v pktView) bool {
+		space := v.space()
+		if space < 0 || space > 2 {
+			return true
 		}
-		if p.sent {
-			sent[p.space][p.pn] = p
-			continue
+		if v.sent() {
+			if sent[space].Add(v.pn()) {
+				count[space]++
+			}
+			return true
 		}
+		if v.p == nil {
+			return true // a ledger entry of a received packet keeps no ACK ranges
+		}
+		p := v.p
 		for _, f := range p.frames {
 			a, ok := f.(*wire.AckFrame)
 			if !ok {
@@ -361,22 +387,28 @@ func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
 				if r.Largest < r.Smallest {
 					continue
 				}
-				if r.Largest-r.Smallest > uint64(len(sent[p.space])) {
-					return fmt.Sprintf("a server ACK frame in the %s space covers %d-%d, more packet numbers than the tester ever sent in that space (%d).", p.ev.PacketType, r.Smallest, r.Largest, len(sent[p.space])), []*packet{p}
+				if r.Largest-r.Smallest > uint64(count[space]) {
+					sentence, cited = fmt.Sprintf("a server ACK frame in the %s space covers %d-%d, more packet numbers than the tester ever sent in that space (%d).", p.ev.PacketType, r.Smallest, r.Largest, count[space]), p
+					return false
 				}
 				missing = missing[:0]
 				for pn := r.Smallest; pn <= r.Largest; pn++ {
-					if sent[p.space][pn] == nil {
+					if !sent[space].Contains(pn) {
 						missing = append(missing, pn)
 					}
 				}
 				if len(missing) > 0 {
-					return fmt.Sprintf("a server ACK frame in the %s space covers packet numbers %v that the tester never sent in that space (skipped on purpose, or sent in another space).", p.ev.PacketType, lastNums(missing, 5)), []*packet{p}
+					sentence, cited = fmt.Sprintf("a server ACK frame in the %s space covers packet numbers %v that the tester never sent in that space (skipped on purpose, or sent in another space).", p.ev.PacketType, lastNums(missing, 5)), p
+					return false
 				}
 			}
 		}
+		return true
+	})
+	if sentence == "" {
+		return "", nil
 	}
-	return "", nil
+	return sentence, []*packet{cited}
 }
 
 func lastNums(xs []uint64, n int) []uint64 {
@@ -609,7 +641,7 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 	}
 	rc.Fetch(ctx, path, t.Settle())
 	t.rec.mu.Lock()
-	dgs := append([]datagramRec(nil), t.rec.datagrams...)
+	dgs := append([]datagramRec(nil), t.rec.allDatagramsLocked()...)
 	t.rec.mu.Unlock()
 	var largest datagramRec
 	n, over1200 := 0, 0
@@ -643,35 +675,45 @@ func judgePNMonotonic(c connRecord) (string, []*packet) {
 	// reach the record out of their sending order. Reuse is judged
 	// across paths.
 	type key struct{ space, path int }
-	last := map[key]*packet{}
-	seen := map[key]*packet{} // space and packet number
+	last := map[key]pktView{}
+	seen := map[key]pktView{} // space and packet number
 	var scid []byte
-	for _, p := range c.packets {
-		if p.sent || p.space < 0 || p.ev.PacketType == "unknown" {
-			continue
+	var sentence string
+	var cited []*packet
+	c.walk(func(v pktView) bool {
+		if v.sent() || v.space() < 0 || v.p != nil && v.p.ev.PacketType == "unknown" {
+			return true
 		}
 		// A new server connection ID on a long header means a new
 		// server connection (a scenario that restarts its handshake on
 		// the same socket): its numbers start again.
-		if len(p.scid) > 0 && !bytes.Equal(p.scid, scid) {
+		if v.p != nil && len(v.p.scid) > 0 && !bytes.Equal(v.p.scid, scid) {
 			if scid != nil {
 				clear(last)
 				clear(seen)
 			}
-			scid = p.scid
+			scid = v.p.scid
 		}
-		repeat := func(prev *packet) bool { return prev.closeFrame() != nil && p.closeFrame() != nil }
-		if prev, ok := seen[key{p.space, int(p.pn)}]; ok && !repeat(prev) {
-			return fmt.Sprintf("in the %s space the server sent packet number %d twice.", p.ev.PacketType, p.pn), []*packet{prev, p}
+		repeat := func(prev pktView) bool {
+			return prev.p != nil && v.p != nil && prev.p.closeFrame() != nil && v.p.closeFrame() != nil
 		}
-		seen[key{p.space, int(p.pn)}] = p
-		k := key{p.space, p.path}
-		if prev, ok := last[k]; ok && p.pn < prev.pn {
-			return fmt.Sprintf("in the %s space the server sent packet %d after packet %d on the same path.", p.ev.PacketType, p.pn, prev.pn), []*packet{prev, p}
+		space, pn := v.space(), v.pn()
+		if prev, ok := seen[key{space, int(pn)}]; ok && !repeat(prev) {
+			p := v.packet()
+			sentence, cited = fmt.Sprintf("in the %s space the server sent packet number %d twice.", p.ev.PacketType, pn), []*packet{prev.packet(), p}
+			return false
 		}
-		last[k] = p
-	}
-	return "", nil
+		seen[key{space, int(pn)}] = v
+		k := key{space, v.path()}
+		if prev, ok := last[k]; ok && pn < prev.pn() {
+			p := v.packet()
+			sentence, cited = fmt.Sprintf("in the %s space the server sent packet %d after packet %d on the same path.", p.ev.PacketType, pn, prev.pn()), []*packet{prev.packet(), p}
+			return false
+		}
+		last[k] = v
+		return true
+	})
+	return sentence, cited
 }
 
 func judgeFramesPermitted(c connRecord) (string, []*packet) {

@@ -21,6 +21,9 @@ type connRecord struct {
 	conn     int
 	label    string
 	packets  []*packet // received and sent, in order
+	// ledger holds what remains of the packets the recorder did not
+	// keep (recorder_keep.go), each placed before a kept packet.
+	ledger []ledgerEntry
 }
 
 // passiveFinding is one violation found on one connection.
@@ -70,11 +73,15 @@ func (t *T) records() []connRecord {
 		conns[i] = connRecord{scenario: t.sc.ID, conn: i, label: c.label}
 	}
 	ps := append([]*packet(nil), t.rec.packets...)
+	ledgers := ledgerFor(t.rec.keep.ledger, ps, len(conns))
 	t.rec.mu.Unlock()
 	for _, p := range ps {
 		if p.conn >= 0 && p.conn < len(conns) {
 			conns[p.conn].packets = append(conns[p.conn].packets, p)
 		}
+	}
+	for i := range conns {
+		conns[i].ledger = ledgers[i]
 	}
 	return conns
 }
@@ -88,7 +95,7 @@ func (t *T) passiveFindings() ([]passiveFinding, int) {
 	var out []passiveFinding
 	n := 0
 	for _, c := range t.records() {
-		if len(c.packets) == 0 {
+		if len(c.packets) == 0 && len(c.ledger) == 0 {
 			continue
 		}
 		n++

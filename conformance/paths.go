@@ -75,6 +75,7 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 	tp := defaultClientTP(scid)
 	tp.InitialMaxData = ccFlowLimit
 	rc := t.rawEstablished(ctx, rawOptions{Label: label, SCID: scid, TP: tp}, nil)
+	t.needServerCID(rc)
 	if stp := rc.ServerTP(); stp != nil && stp.DisableActiveMigration {
 		t.Unsupported("The server sent disable_active_migration.")
 	}
@@ -273,6 +274,7 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 
 func runPathProbeNewPort(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	t.needServerCID(rc)
 	if tp := rc.ServerTP(); tp != nil && tp.DisableActiveMigration {
 		// RFC 9000 §9: the tester must not send probing packets from
 		// another local address then.
@@ -370,6 +372,7 @@ type rebinding struct {
 // after one packet from the new port (no PATH_RESPONSE, no ACKs).
 func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	t.needServerCID(rc)
 	rb := &rebinding{rc: rc, tp: rc.ServerTP()}
 	rc.giveSpareCIDs()
 	req := rc.Request(t.profile.Target.LargePath)
@@ -434,10 +437,10 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n), events(Trigger, rb.trig)...)
 	case len(challenges) == 0:
 		t.Fact("path.rebinding", "followed without validation")
-		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
+		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
 	default:
 		t.Fact("path.rebinding", fmt.Sprintf("followed and validated; download complete: %v", rb.complete))
-		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
+		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
 	}
 }
 
@@ -604,6 +607,7 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 // server connection ID, and fetches the small resource there.
 func runPathActiveMigration(ctx context.Context, t *T, newAddr bool) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	t.needServerCID(rc)
 	tp := rc.ServerTP()
 	if tp != nil && tp.DisableActiveMigration {
 		t.Unsupported("The server sent disable_active_migration.")
@@ -694,6 +698,7 @@ func runPathResponseUnsolicited(ctx context.Context, t *T) {
 
 func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	t.needServerCID(rc)
 	rc.receiveUntil(ctx, t.Settle(), 0, hasFrame[*wire.NewTokenFrame]())
 	if len(framesOf[*wire.NewTokenFrame](t.rec.snapshot(), rc.trace.id, 0, false)) == 0 {
 		t.Unsupported(fmt.Sprintf("The server sent no NEW_TOKEN within %v of the handshake.", t.Settle().Round(time.Millisecond)))

@@ -512,7 +512,7 @@ func (t *T) datagramsReceived(conn int) int {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
 	n := 0
-	for _, d := range t.rec.datagrams {
+	for _, d := range t.rec.allDatagramsLocked() {
 		if !d.sent && d.local == t.rec.conns[conn].local {
 			n++
 		}

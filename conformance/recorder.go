@@ -128,6 +128,8 @@ type recorder struct {
 	capFile   *os.File
 	capSpool  *os.File
 	keptBytes int
+	// What the recorder keeps and summarises (recorder_keep.go).
+	keep keepState
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -150,6 +152,9 @@ func (r *recorder) addPacket(p *packet) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p.ev.Time = p.at.Sub(r.start)
+	if !r.keepPacketLocked(p) {
+		return
+	}
 	r.packets = append(r.packets, p)
 	r.notifyLocked()
 }
@@ -158,6 +163,9 @@ func (r *recorder) addDatagram(d datagramRec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.captureLocked(d)
+	if !r.keepDatagramLocked(&d) {
+		return
+	}
 	r.keepLocked(&d)
 	r.datagrams = append(r.datagrams, d)
 	r.notifyLocked()
@@ -167,6 +175,7 @@ func (r *recorder) addDatagram(d datagramRec) {
 func (r *recorder) snapshot() []*packet {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.noteReadLocked()
 	return append([]*packet(nil), r.packets...)
 }
 
@@ -178,6 +187,7 @@ func (r *recorder) wait(ctx context.Context, d time.Duration, cond func([]*packe
 	for {
 		r.mu.Lock()
 		ch := r.changed
+		r.noteReadLocked()
 		pk := append([]*packet(nil), r.packets...)
 		r.mu.Unlock()
 		if cond != nil && cond(pk) {

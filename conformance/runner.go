@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/quiver-quic/quiver/quic"
 )
 
 // Options configure a run of the suite.
@@ -48,6 +50,8 @@ const grace = 3 * time.Second
 // selection); an unreachable or hostile target gives inconclusive
 // verdicts, never an error.
 func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
+	// Scenarios such as tls-chacha20-only offer their own TLS 1.3 suites.
+	quic.EnableTLS13SuiteControl()
 	scs, err := Select(ServerRole, opts.Scenarios)
 	if err != nil {
 		return nil, err
@@ -69,6 +73,7 @@ func Run(ctx context.Context, target Target, opts Options) (*Report, error) {
 // Quiver serves with a deliberately misbehaving server and launches the
 // client under test against it.
 func RunClient(ctx context.Context, client ClientTarget, opts Options) (*Report, error) {
+	quic.EnableTLS13SuiteControl()
 	scs, err := Select(ClientRole, opts.Scenarios)
 	if err != nil {
 		return nil, err
@@ -311,6 +316,10 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 			why = fmt.Sprintf("The scenario reached its %v deadline before it could decide.", sc.budget(opts))
 		}
 		checks = append(checks, CheckResult{Name: "outcome", Verdict: Inconclusive, Sentence: why})
+	}
+	if sum := t.rec.summary(); sum != "" {
+		res.Facts = append(res.Facts, NewFact("record.summarised", sum))
+		checks = t.keptEvidenceChecks(checks)
 	}
 	res.Checks = checks
 	res.Error = errMsg

@@ -32,6 +32,7 @@ type T struct {
 	control *controlResult
 	errMsg  string
 	suites  []uint16 // TLS 1.3 suites engine connections offer (withSuites); nil: crypto/tls's
+	ownLog  bool     // fails rest on the scenario's own log, not the record (ownEvidence)
 }
 
 // Profile is what the suite knows of the target before the scenarios run

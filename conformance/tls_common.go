@@ -250,8 +250,8 @@ func sessionConfig(cache tls.ClientSessionCache, tokens quic.TokenStore) func(*q
 		c.Allow0RTT = true
 		// The tester offers its tickets in any QUIC version, so that
 		// v2-cross-version-ticket can see what the server does with one.
-		if c.Probe != nil {
-			c.Probe.AnyVersionTickets = true
+		if p, ok := c.Probe.(*quic.Probe); ok && p != nil {
+			p.AnyVersionTickets = true
 		}
 	}
 }

@@ -397,23 +397,23 @@ func start(ctx context.Context, name, role, bin string, args, env []string, logD
 	p.cmd.Env = env
 	p.cmd.Stdout = w
 	p.cmd.Stderr = w
-	// A group of its own lets Stop reach any children the peer starts.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A child that keeps the output pipe open must not hang Wait.
 	p.cmd.WaitDelay = 2 * time.Second
-	if err := p.cmd.Start(); err != nil {
+	// A group of its own lets Stop reach any children the peer starts;
+	// the peer dies with this process (sysproc_linux.go).
+	err := startSupervised(p.cmd, func(err error) {
+		p.waitErr = err
+		if p.logFile != nil {
+			p.logFile.Close()
+		}
+		close(p.done)
+	})
+	if err != nil {
 		if p.logFile != nil {
 			p.logFile.Close()
 		}
 		return nil, fmt.Errorf("start %s %s: %w", name, role, err)
 	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		if p.logFile != nil {
-			p.logFile.Close()
-		}
-		close(p.done)
-	}()
 	go func() {
 		select {
 		case <-ctx.Done():

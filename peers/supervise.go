@@ -28,6 +28,8 @@ type Spec struct {
 
 // Spawn starts s in a process group of its own. Stop ends the whole
 // group (SIGTERM, SIGKILL after five seconds); so does the end of ctx.
+// On Linux the process also receives SIGKILL when this process dies,
+// even by SIGKILL (PR_SET_PDEATHSIG, sysproc_linux.go).
 func Spawn(ctx context.Context, s Spec) (*Process, error) {
 	return start(ctx, s.Name, s.Role, s.Path, s.Args, s.Env, s.LogDir, s.Netns)
 }

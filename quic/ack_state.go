@@ -28,21 +28,25 @@ func (a *ackState) init(space spaceID, cfg *Config) {
 // tell). RFC 9000 §12.3: "A receiver MUST discard a newly unprotected
 // packet unless it is certain that it has not processed another packet
 // with the same packet number from the same packet number space."
-func (a *ackState) isDuplicate(pn uint64) bool { return a.t.IsDuplicate(int64(pn)) }
+func (a *ackState) isDuplicate(pn uint64) bool { return a.t == nil || a.t.IsDuplicate(int64(pn)) }
 
 // onReceived records packet pn.
 func (a *ackState) onReceived(now time.Time, pn uint64, ackEliciting bool, ecn uint8) {
-	a.t.OnPacketReceived(int64(pn), ackEliciting, recovery.ECN(ecn&3), now)
+	if a.t != nil {
+		a.t.OnPacketReceived(int64(pn), ackEliciting, recovery.ECN(ecn&3), now)
+	}
 }
 
 // wantAck reports whether an ACK frame should go out now.
 func (a *ackState) wantAck(now time.Time) bool {
-	return !a.disabled && a.t.ShouldSendAck(now)
+	return !a.disabled && a.t != nil && a.t.ShouldSendAck(now)
 }
 
 // canAck reports whether there is anything new to acknowledge, to
 // piggyback on a packet that goes out anyway.
-func (a *ackState) canAck() bool { return !a.disabled && a.t.AckPending() && a.t.HasRanges() }
+func (a *ackState) canAck() bool {
+	return !a.disabled && a.t != nil && a.t.AckPending() && a.t.HasRanges()
+}
 
 // deadline is when the delayed ACK must be sent.
 func (a *ackState) deadline() time.Time {
@@ -68,4 +72,12 @@ func (a *ackState) onAckSent(now time.Time) { a.t.OnAckSent(now) }
 
 // onAckAcked forgets what the peer has seen acknowledged (RFC 9000
 // §13.2.4).
-func (a *ackState) onAckAcked(largest uint64) { a.t.OnAckAcked(int64(largest)) }
+func (a *ackState) onAckAcked(largest uint64) {
+	if a.t != nil {
+		a.t.OnAckAcked(int64(largest))
+	}
+}
+
+// release drops the tracker of a discarded space; the methods above then
+// treat every packet as a duplicate and have nothing to acknowledge.
+func (a *ackState) release() { a.t, a.scratch = nil, nil }

@@ -222,8 +222,9 @@ type Config struct {
 
 	// TLS13Suites, when set on a client, are the TLS 1.3 cipher suites its
 	// ClientHello offers, in that order, for this connection only (see
-	// WithTLS13Suites for what is accepted and how). Nil offers crypto/tls's
-	// own list.
+	// WithTLS13Suites for what is accepted and how). It needs
+	// EnableTLS13SuiteControl: without it a dial with suites fails. Nil
+	// offers crypto/tls's own list.
 	TLS13Suites []uint16
 
 	// The switches below make choices that the RFCs leave to each
@@ -283,8 +284,9 @@ type Config struct {
 	// pacing, bursts are limited by the congestion window.
 	DisablePacing bool
 
-	// Probe holds test hooks. Production code leaves it nil.
-	Probe *Probe
+	// Probe holds test hooks (a *Probe, or any Hooks). Production code
+	// leaves it nil.
+	Probe Hooks
 }
 
 const (

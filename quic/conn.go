@@ -26,7 +26,8 @@ type Conn struct {
 	// a server's preferred-address socket (conn_prefaddr.go). Written by
 	// the loop under mu.
 	sendEP *Endpoint
-	probe  *Probe
+	hooks  Hooks  // nil in production
+	policy Policy // hooks.Policy(), read once at the start
 	qlog   qlog.Recorder
 
 	// Channels into the loop.

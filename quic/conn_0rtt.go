@@ -121,7 +121,7 @@ func (c *Conn) onResumeSession(s *tls.SessionState) {
 			return
 		}
 		ver, enc, ok := rememberedVersion(rem)
-		if !ok || ver != c.origVersion && (c.probe == nil || !c.probe.AnyVersionTickets) {
+		if !ok || ver != c.origVersion && !c.policy.AnyVersionTickets {
 			s.EarlyData = false
 			return
 		}

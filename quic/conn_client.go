@@ -67,7 +67,7 @@ func (c *Conn) restartWithVersion(now time.Time, v uint32) {
 		c.spaces[i] = packetSpace{}
 		c.spaces[i].init(spaceID(i))
 		c.spaces[i].acks.init(spaceID(i), c.config)
-		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
+		c.spaces[i].acks.disabled = c.policy.NoAcks
 	}
 	c.loss = lossState{}
 	c.loss.init(c, now)

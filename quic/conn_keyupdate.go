@@ -30,8 +30,8 @@ func (c *Conn) onSealed(now time.Time, pn uint64) {
 	k := &c.keyUpdate
 	k.sealed++
 	interval := k.interval
-	if interval == 0 && c.probe != nil && c.probe.KeyUpdateInterval > 0 {
-		interval = c.probe.KeyUpdateInterval
+	if interval == 0 {
+		interval = c.policy.KeyUpdateInterval
 	}
 	if interval == 0 {
 		interval = c.config.KeyUpdateInterval
@@ -42,7 +42,7 @@ func (c *Conn) onSealed(now time.Time, pn uint64) {
 	if k.sealed < interval || !c.handshakeConfirmed {
 		return
 	}
-	if la := c.loss.ld.LargestAcked(recovery.Space(appSpace)); (la < 0 || uint64(la) < k.phaseMin) && (c.probe == nil || !c.probe.KeyUpdateWithoutAck) {
+	if la := c.loss.ld.LargestAcked(recovery.Space(appSpace)); (la < 0 || uint64(la) < k.phaseMin) && !c.policy.KeyUpdateWithoutAck {
 		return
 	}
 	if err := c.appKeys.Update(); err != nil {

@@ -19,9 +19,13 @@ type connState struct {
 	spaces  [numSpaces]packetSpace
 	appKeys protect.KeyPhase
 
+	// After releaseTLS, tls is nil and postHS reads the 1-RTT CRYPTO
+	// stream.
+	tlsReleased bool
+	postHS      postHandshakeReader
+
 	clientRandom []byte
 	keyLog       *keylog.Writer
-	parser       wire.Parser
 	// undecryptable holds packets that arrived before their keys.
 	undecryptable    []undecryptablePacket
 	keysChanged      bool
@@ -116,7 +120,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		config:        cfg,
 		isClient:      isClient,
 		peerAddr:      peer,
-		probe:         cfg.Probe,
+		hooks:         connHooks(cfg.Probe),
 		recvq:         newRecvQueue(),
 		wakec:         make(chan struct{}, 1),
 		msgc:          make(chan func(time.Time), 16),
@@ -126,13 +130,16 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 		acceptWake:    make(chan struct{}, 1),
 		acceptWakeUni: make(chan struct{}, 1),
 	}
+	if c.hooks != nil {
+		c.policy = c.hooks.Policy()
+	}
 	c.closing.sentSignal = make(chan struct{})
 	c.handshakeAddr = peer
 	c.dgrams.inWake = make(chan struct{}, 1)
 	for i := range c.spaces {
 		c.spaces[i].init(spaceID(i))
 		c.spaces[i].acks.init(spaceID(i), cfg)
-		c.spaces[i].acks.disabled = c.probe != nil && c.probe.NoAcks
+		c.spaces[i].acks.disabled = c.policy.NoAcks
 	}
 	now := time.Now()
 	c.lastActivity = now

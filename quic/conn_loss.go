@@ -73,7 +73,7 @@ func (l *sentLog) begin() { l.openStart = l.fEnd }
 
 func (l *sentLog) add(f sentFrame) {
 	if l.fEnd-l.fStart == uint64(len(l.frames)) {
-		n := max(2*len(l.frames), 16)
+		n := max(2*len(l.frames), 4) // small while idle; doubles under load
 		nf := make([]sentFrame, n)
 		for i := l.fStart; i < l.fEnd; i++ {
 			nf[i&uint64(n-1)] = l.frames[i&uint64(len(l.frames)-1)]
@@ -98,7 +98,7 @@ func (l *sentLog) commit(pn uint64) {
 
 func (l *sentLog) push(r pktRec) {
 	if l.pN == len(l.pkts) {
-		n := max(2*len(l.pkts), 16)
+		n := max(2*len(l.pkts), 4)
 		np := make([]pktRec, n)
 		for i := 0; i < l.pN; i++ {
 			np[i] = l.pkts[(l.pHead+i)&(len(l.pkts)-1)]
@@ -170,9 +170,7 @@ func (l *lossState) init(c *Conn, now time.Time) {
 	l.ld = recovery.NewLossDetector(recovery.LossDetectorConfig{IsServer: !c.isClient, CC: l.cc})
 	l.pacer.init()
 	l.noPacing = c.config.DisablePacing
-	if c.probe != nil && c.probe.NoRetransmit {
-		l.noRetransmit = true
-	}
+	l.noRetransmit = c.policy.NoRetransmit
 }
 
 func (l *lossState) pto() time.Duration {
@@ -414,6 +412,7 @@ func (c *Conn) discardSpace(now time.Time, id spaceID) {
 	// (a certificate chain, on a server).
 	c.loss.logs[id] = sentLog{}
 	sp.crypto = cryptoStream{}
+	sp.acks.release()
 	c.loss.probes[id] = 0
 	if id == handshakeSpace {
 		c.loss.ld.SetHandshakeConfirmed(now)

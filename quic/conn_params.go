@@ -19,14 +19,6 @@ type transportParams struct {
 
 // localTransportParams encodes our transport parameters.
 func (c *Conn) localTransportParams() []byte {
-	if c.probe != nil && c.probe.RawTransportParameters != nil {
-		// Probe: the list is sent verbatim.
-		var b []byte
-		for _, p := range c.probe.RawTransportParameters {
-			b = wire.AppendTransportParameter(b, p.ID, p.Value)
-		}
-		return b
-	}
 	cfg := c.config
 	var p wire.TransportParameters
 	p.SetDefaults()
@@ -67,8 +59,15 @@ func (c *Conn) localTransportParams() []byte {
 		}
 		c.prefAddrParam(&p)
 	}
-	if c.probe != nil && c.probe.TransportParameters != nil {
-		c.probe.TransportParameters(&p)
+	if c.hooks != nil {
+		if raw := c.hooks.EditTransportParameters(&p); raw != nil {
+			// Hooks: the list is sent verbatim.
+			var b []byte
+			for _, tp := range raw {
+				b = wire.AppendTransportParameter(b, tp.ID, tp.Value)
+			}
+			return b
+		}
 	}
 	return p.Marshal()
 }
@@ -116,6 +115,9 @@ func (c *Conn) handlePeerTransportParams(now time.Time, b []byte) error {
 	}
 	c.cids.peerLimit = p.ActiveConnectionIDLimit
 	c.qlogParametersSet(now, p, false)
+	// The typed fields hold what the connection uses; the list as sent
+	// (p.Raw, hundreds of bytes) is not kept for the connection's life.
+	p.Raw = nil
 	return nil
 }
 

@@ -397,8 +397,8 @@ func (c *Conn) buildLonePacket(now time.Time, dcid, payload []byte, size int, ki
 		buf = append(buf, byte(wire.FrameTypePadding))
 	}
 	p := builtPacket{space: appSpace, pnOff: pnOff, lenOff: -1, end: len(buf), pn: pn, ackElic: true, inFlight: true}
-	if c.probe != nil && c.probe.OnPacketSent != nil {
-		c.probe.OnPacketSent(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
+	if c.hooks != nil {
+		c.hooks.PacketSealing(PacketInfo{Space: int(appSpace), Type: wire.PacketType1RTT, PacketNumber: pn,
 			Size: p.end + 16, Payload: buf[pnOff+pnLen : p.end], DCID: dcid, SCID: c.localCID, KeyPhase: c.appKeys.Phase() == 1})
 	}
 	c.qlogPacketSent(now, &p, buf)

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/quiver-quic/quiver/quic/protect"
@@ -17,7 +18,7 @@ func (c *Conn) handleDatagram(now time.Time, d *datagram) {
 	if c.closing.done {
 		return
 	}
-	if c.probe != nil && c.probe.DropIncoming != nil && c.probe.DropIncoming(d.b) {
+	if c.hooks != nil && c.hooks.DatagramIn(d.b) {
 		return
 	}
 	if c.isClient && !c.knownServerAddr(d.addr) {
@@ -253,8 +254,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 			c.mu.Unlock()
 		}
 	} else if space == appSpace {
-		var ciphertext []byte // a copy for the probe: a failed Open in place clears the buffer
-		if c.probe != nil && c.probe.OpenWithOldKeys {
+		var ciphertext []byte // a copy for the policy: a failed Open in place clears the buffer
+		if c.policy.OpenWithOldKeys {
 			ciphertext = append([]byte(nil), pkt[hdrLen:]...)
 		}
 		var updated bool
@@ -289,7 +290,7 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 	if pn > sp.largestRecv || sp.largestRecv == wire.NoPacketNumber {
 		sp.largestRecv = pn
 	}
-	if h.Type == wire.PacketType1RTT && c.earlyRead != nil && (c.probe == nil || !c.probe.Keep0RTTKeys) {
+	if h.Type == wire.PacketType1RTT && c.earlyRead != nil && !c.policy.Keep0RTTKeys {
 		// RFC 9001 §4.9.3: "Servers MAY temporarily retain 0-RTT keys to
 		// allow decrypting reordered packets"; we drop them with the first
 		// 1-RTT packet.
@@ -309,15 +310,15 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		// "a server MUST discard Initial keys when it first successfully
 		// processes a Handshake packet".
 		c.addrValidated = true
-		if c.probe == nil || !c.probe.KeepInitialKeys {
+		if !c.policy.KeepInitialKeys {
 			c.discardSpace(now, initialSpace)
 		}
 	}
 	c.lastActivity = now
 	c.lastAckElicitingSent = time.Time{}
 	info := recvPacketInfo{space: space, pn: pn, typ: h.Type, size: len(pkt), dgramSize: dgramSize, header: &h}
-	if c.probe != nil && c.probe.OnPacketReceived != nil {
-		c.probe.OnPacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload,
+	if c.hooks != nil {
+		c.hooks.PacketReceived(PacketInfo{Space: int(space), Type: h.Type, PacketNumber: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt), DatagramSize: dgramSize, ECN: ecn, Payload: payload,
 			KeyPhase: h.Type == wire.PacketType1RTT && wire.KeyPhase(pkt[0]), FirstByte: pkt[0]})
 	}
 	ackEliciting, ok := c.handleFrames(now, &info, payload)
@@ -325,8 +326,8 @@ func (c *Conn) handlePacket(now time.Time, b []byte, dgramSize int, ecn uint8, f
 		return 0
 	}
 	c.processed = true
-	if c.probe != nil && c.probe.NoKeyUpdateAck && space == appSpace && c.appKeys.Generation() > 0 {
-		return h.PacketLen // probe: never acknowledge new-phase packets
+	if c.policy.NoKeyUpdateAck && space == appSpace && c.appKeys.Generation() > 0 {
+		return h.PacketLen // policy: never acknowledge new-phase packets
 	}
 	sp.acks.onReceived(now, pn, ackEliciting, ecn)
 	if space == appSpace {
@@ -367,6 +368,9 @@ type recvPacketInfo struct {
 	newCrypto  bool // a CRYPTO frame brought bytes not yet delivered to TLS
 }
 
+// parserPool holds the frame parsers of packets being handled.
+var parserPool = sync.Pool{New: func() any { return new(wire.Parser) }}
+
 // handleFrames dispatches every frame in a packet payload. It returns
 // whether the packet was ack-eliciting and whether processing may go on.
 func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte) (ackEliciting, ok bool) {
@@ -378,7 +382,10 @@ func (c *Conn) handleFrames(now time.Time, info *recvPacketInfo, payload []byte)
 		return false, false
 	}
 	c.qlogPacketReceived(now, info, payload)
-	p := &c.parser
+	// The parser's frames live until the packet is handled; no handler
+	// keeps one. Pooled, an idle connection holds none (520 bytes).
+	p := parserPool.Get().(*wire.Parser)
+	defer parserPool.Put(p)
 	for len(payload) > 0 {
 		f, n, err := p.Parse(payload)
 		if err != nil {
@@ -437,6 +444,7 @@ func (c *Conn) handleFrame(now time.Time, info *recvPacketInfo, f wire.Frame) er
 		// RFC 9001 §4.1.2: "At the client, the handshake is considered
 		// confirmed when a HANDSHAKE_DONE frame is received."
 		c.confirmHandshake(now)
+		c.releaseTLS()
 	case *wire.ConnectionCloseFrame:
 		c.handlePeerClose(now, f)
 	case *wire.NewTokenFrame:
@@ -532,11 +540,17 @@ func (c *Conn) handleCrypto(now time.Time, space spaceID, f *wire.CryptoFrame) e
 				return localTransportError(wire.ProtocolViolation, uint64(f.Type()), "RFC 9001 §8.4: ClientHello with a %d-byte legacy_session_id", b[38])
 			}
 		}
+		if c.tlsReleased {
+			if err := c.postHS.feed(b, c.isClient); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := WithTLS13Suites(nil, func() error { return c.tls.HandleData(space.tlsLevel(), b) }); err != nil {
 			return c.tlsError(err)
 		}
 	}
-	if len(ready) > 0 {
+	if len(ready) > 0 && !c.tlsReleased {
 		return c.handleTLSEvents(now)
 	}
 	return nil

@@ -45,7 +45,7 @@ func (c *Conn) sendPackets(now time.Time) {
 	c.prefAddrSend(now)
 	ep := c.sendEndpoint()
 	var q *sendQueue
-	if ep.sock != nil && (c.probe == nil || c.probe.OnSendDatagram == nil) {
+	if ep.sock != nil && !c.policy.InterceptDatagrams {
 		q = getSendQueue(ep.sock.gso && !ep.noGSO.Load())
 	}
 	if size, ok := c.pmtudProbeDue(now); ok {
@@ -76,9 +76,6 @@ func (c *Conn) sendPackets(now time.Time) {
 		}
 		c.stats.sent++
 		ecn := c.ecn.codepoint()
-		if c.probe != nil && c.probe.ECN != nil {
-			ecn = c.probe.ECN() & 3
-		}
 		if q == nil {
 			c.writeDatagram(b, ecn)
 			continue
@@ -101,13 +98,13 @@ func (c *Conn) sendBufSize() int {
 	return max(maxDatagramSize, c.config.maxPacketSize()) + 64
 }
 
-// writeDatagram hands a sealed datagram to the socket, through the probe
-// hook.
+// writeDatagram hands a sealed datagram to the socket, through the
+// DatagramOut hook.
 func (c *Conn) writeDatagram(b []byte, ecn uint8) {
 	var oob [sendOOBLen]byte
 	ep := c.sendEndpoint()
-	if c.probe != nil && c.probe.OnSendDatagram != nil {
-		out := c.probe.OnSendDatagram(b)
+	if c.hooks != nil && c.policy.InterceptDatagrams {
+		out, ecn := c.hooks.DatagramOut(b, ecn)
 		for _, d := range out {
 			ep.writeECN(d, c.peerAddr, ecn, oob[:0])
 		}
@@ -297,13 +294,13 @@ func (c *Conn) buildDatagramIn(now time.Time, buf []byte) []byte {
 		if p.lenOff >= 0 {
 			wire.PutVarintLen(buf[p.lenOff:], uint64(p.end-p.pnOff+16), 2)
 		}
-		if c.probe != nil && c.probe.OnPacketSent != nil {
+		if c.hooks != nil {
 			hdrLen := p.pnOff + int(buf[p.start]&3) + 1
 			typ := p.space.packetType()
 			if p.early {
 				typ = wire.PacketType0RTT
 			}
-			c.probe.OnPacketSent(PacketInfo{Space: int(p.space), Type: typ, PacketNumber: p.pn,
+			c.hooks.PacketSealing(PacketInfo{Space: int(p.space), Type: typ, PacketNumber: p.pn,
 				Size: p.end + 16 - p.start, Payload: buf[hdrLen:p.end], DCID: c.peerCID, SCID: c.localCID,
 				KeyPhase: typ == wire.PacketType1RTT && c.appKeys.Phase() == 1})
 		}
@@ -371,7 +368,7 @@ func (c *Conn) appendPacket(now time.Time, space spaceID, buf []byte, end int, c
 	if !wantAck && !probing && !c.hasPending(space, cwndOK) {
 		return buf, p, false
 	}
-	if c.probe != nil && c.probe.SkipPacketNumber != nil && c.probe.SkipPacketNumber(int(space)) {
+	if c.hooks != nil && c.hooks.SkipNextPacketNumber(int(space)) {
 		sp.nextPN++
 	}
 	pn := sp.nextPN
@@ -572,7 +569,7 @@ const controlRoom = 24
 func (c *Conn) appendStreamControl(now time.Time, buf []byte, end int, log *sentLog, p *builtPacket) []byte {
 	s := &c.streams
 	rtt := c.loss.ld.RTT().Smoothed()
-	credit := c.probe == nil || !c.probe.NoFlowControlCredit
+	credit := !c.policy.NoFlowControlCredit
 	fits := func() bool { return end-len(buf) >= controlRoom }
 	if fits() && credit {
 		if limit, ok := s.flow.NextMaxData(now, rtt); ok {

@@ -17,7 +17,7 @@ func (c *Conn) startTLS(now time.Time) error {
 	if c.isClient {
 		cfg = c.config.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
-		if cfg.ClientSessionCache != nil && (c.probe == nil || !c.probe.AnyVersionTickets) {
+		if cfg.ClientSessionCache != nil && !c.policy.AnyVersionTickets {
 			cfg.ClientSessionCache = versionedSessionCache{cfg.ClientSessionCache, c.version}
 		}
 	} else {
@@ -98,7 +98,7 @@ func (c *Conn) tlsError(err error) error {
 // handleTLSEvents drains the events of the TLS state machine: keys,
 // handshake bytes to send, transport parameters, completion.
 func (c *Conn) handleTLSEvents(now time.Time) error {
-	for {
+	for c.tls != nil { // releaseTLS may drop it at handshake completion
 		e := c.tls.NextEvent()
 		switch e.Kind {
 		case tls.QUICNoEvent:
@@ -114,14 +114,12 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 		case tls.QUICWriteData:
 			sp := spaceForLevel(e.Level)
 			data := e.Data
-			if c.isClient && sp == initialSpace && c.clientRandom == nil {
+			hello := c.isClient && sp == initialSpace && c.clientRandom == nil
+			if hello {
 				c.clientRandom = helloRandom(data)
-				if c.probe != nil && c.probe.RewriteClientHello != nil {
-					data = c.probe.RewriteClientHello(append([]byte(nil), data...))
-				}
 			}
-			if c.probe != nil && c.probe.OnHandshakeFlight != nil {
-				data = c.probe.OnHandshakeFlight(int(sp), append([]byte(nil), data...))
+			if c.hooks != nil {
+				data = c.hooks.HandshakeData(int(sp), append([]byte(nil), data...), hello)
 			}
 			c.spaces[sp].crypto.write(data)
 		case tls.QUICTransportParameters:
@@ -142,6 +140,7 @@ func (c *Conn) handleTLSEvents(now time.Time) error {
 			return c.tlsError(e.Err)
 		}
 	}
+	return nil
 }
 
 func spaceForLevel(l tls.QUICEncryptionLevel) spaceID {
@@ -199,7 +198,7 @@ func (c *Conn) installKeys(now time.Time, level tls.QUICEncryptionLevel, suite u
 		var err error
 		if write {
 			err = c.appKeys.InstallWrite(c.version, suite, secret)
-			if !c.isClient && c.probe != nil && c.probe.EarlyHandshakeDone {
+			if !c.isClient && c.policy.EarlyHandshakeDone {
 				c.handshakeDonePending = true
 			}
 		} else {
@@ -279,6 +278,7 @@ func (c *Conn) onHandshakeComplete(now time.Time) {
 			c.closeLocal(now, err)
 		}
 		c.queueAccept(now)
+		c.releaseTLS()
 	}
 	if c.isClient {
 		// RFC 9001 §4.9.3: "a client ... MUST discard 0-RTT keys as soon

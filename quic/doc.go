@@ -1,7 +1,7 @@
 // Package quic is Quiver's QUIC engine (RFC 9000, 9001, 9002, 9369): an
 // Endpoint on a UDP socket that dials and accepts connections, Conn and
-// Stream with io.Reader/io.Writer semantics, and probe hooks that let
-// conformance tests misbehave on purpose and watch every packet.
+// Stream with io.Reader/io.Writer semantics, and probe hooks ([Hooks]) that
+// let conformance tests misbehave on purpose and watch every packet.
 //
 // A server:
 //
@@ -17,8 +17,8 @@
 //	c.Close(0, "")
 //
 // The package's runnable examples do this over loopback, and show DATAGRAM
-// frames ([Conn.SendDatagram]), 0-RTT resumption ([DialEarly]) and a
-// [Probe] that drops a packet on purpose.
+// frames ([Conn.SendDatagram]), 0-RTT resumption ([DialEarly]), a [Probe]
+// that drops a packet on purpose and a [Hooks] built on [NoHooks].
 //
 // How it is built. The Endpoint owns the socket; one goroutine reads it
 // and routes each datagram by destination connection ID (endpoint.go;
@@ -37,8 +37,11 @@
 // conn_params.go (transport parameters), conn_ackfreq.go (ACK frequency
 // extension, both roles), conn_datagram.go (RFC 9221), ecn.go (ECN marks
 // in and out), conn_pmtud.go (path MTU discovery), conn_prefaddr.go
-// (server's preferred address), conn_qlog.go (qlog events), probe.go and
-// probe_packet.go (test hooks).
+// (server's preferred address), conn_qlog.go (qlog events), hooks.go (the
+// Hooks interface: a Policy of misbehaviour switches read once at the
+// start, and seven named points, each called behind one nil check),
+// probe.go and probe_packet.go (Probe, the field-per-behaviour Hooks),
+// tlssuites.go (TLS 1.3 suite choice, only after EnableTLS13SuiteControl).
 //
 // Preferred address (RFC 9000 §9.6). A server with
 // Config.PreferredAddress (or Endpoint.ServePreferredAddress) listens on a

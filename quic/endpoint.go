@@ -563,9 +563,17 @@ func (e *Endpoint) route(d *datagram) {
 		return
 	}
 	var c *Conn
-	if e.primary != nil {
+	switch {
+	case e.cidLen == 0 && len(dcid) == 0:
+		// RFC 9000 §5.2: "If the Destination Connection ID is zero length
+		// and the addressing information in the packet matches the
+		// addressing information the endpoint uses to identify a
+		// connection with a zero-length connection ID, QUIC processes the
+		// packet as part of that connection." Every connection's empty
+		// ID is the same key: only the address tells them apart.
+	case e.primary != nil:
 		c = e.primary.lookupShared(dcid)
-	} else {
+	default:
 		c = e.lookup(dcid)
 	}
 	if c != nil {

@@ -9,8 +9,10 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// Probe holds test hooks for conformance scenarios. Production code never
-// sets it. Hooks run on the connection's goroutine and must not block.
+// Probe holds test hooks for conformance scenarios, one field per
+// behaviour; it implements Hooks. Production code never sets it. Hooks
+// run on the connection's goroutine and must not block. The switches are
+// read once, when a connection starts.
 type Probe struct {
 	// OnPacketReceived observes every packet after decryption.
 	OnPacketReceived func(PacketInfo)
@@ -82,7 +84,8 @@ type Probe struct {
 	// packet number in that space before the next packet.
 	SkipPacketNumber func(space int) bool
 	// ECN, when set, chooses the ECN codepoint of every datagram sent (0
-	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation.
+	// Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE), bypassing ECN validation. GSO
+	// is off while this hook is set.
 	ECN func() uint8
 	// EarlyHandshakeDone makes a server queue HANDSHAKE_DONE as soon as
 	// it has 1-RTT write keys, before the client's Finished: it breaks
@@ -95,6 +98,76 @@ type Probe struct {
 	// it ignores RFC 9001 §4.9.3's recommended 3 × PTO on purpose, for the
 	// conformance suite's own tests.
 	Keep0RTTKeys bool
+}
+
+// Policy returns the switches of p (Hooks).
+func (p *Probe) Policy() Policy {
+	return Policy{
+		NoAcks: p.NoAcks, AnyVersionTickets: p.AnyVersionTickets, NoRetransmit: p.NoRetransmit,
+		NoFlowControlCredit: p.NoFlowControlCredit, NoKeyUpdateAck: p.NoKeyUpdateAck, OpenWithOldKeys: p.OpenWithOldKeys,
+		KeyUpdateInterval: p.KeyUpdateInterval, KeyUpdateWithoutAck: p.KeyUpdateWithoutAck, KeepInitialKeys: p.KeepInitialKeys,
+		EarlyHandshakeDone: p.EarlyHandshakeDone, Keep0RTTKeys: p.Keep0RTTKeys,
+		InterceptDatagrams: p.OnSendDatagram != nil || p.ECN != nil,
+	}
+}
+
+// EditTransportParameters runs TransportParameters and returns
+// RawTransportParameters (Hooks).
+func (p *Probe) EditTransportParameters(tp *wire.TransportParameters) []wire.TransportParameter {
+	if p.RawTransportParameters != nil {
+		return p.RawTransportParameters
+	}
+	if p.TransportParameters != nil {
+		p.TransportParameters(tp)
+	}
+	return nil
+}
+
+// HandshakeData runs RewriteClientHello on a client's first Initial data,
+// then OnHandshakeFlight (Hooks).
+func (p *Probe) HandshakeData(space int, data []byte, clientHello bool) []byte {
+	if clientHello && p.RewriteClientHello != nil {
+		data = p.RewriteClientHello(data)
+	}
+	if p.OnHandshakeFlight != nil {
+		data = p.OnHandshakeFlight(space, data)
+	}
+	return data
+}
+
+// SkipNextPacketNumber runs SkipPacketNumber (Hooks).
+func (p *Probe) SkipNextPacketNumber(space int) bool {
+	return p.SkipPacketNumber != nil && p.SkipPacketNumber(space)
+}
+
+// PacketSealing runs OnPacketSent (Hooks).
+func (p *Probe) PacketSealing(pi PacketInfo) {
+	if p.OnPacketSent != nil {
+		p.OnPacketSent(pi)
+	}
+}
+
+// DatagramOut runs ECN and OnSendDatagram (Hooks).
+func (p *Probe) DatagramOut(b []byte, ecn uint8) ([][]byte, uint8) {
+	if p.ECN != nil {
+		ecn = p.ECN() & 3
+	}
+	if p.OnSendDatagram != nil {
+		return p.OnSendDatagram(b), ecn
+	}
+	return [][]byte{b}, ecn
+}
+
+// DatagramIn runs DropIncoming (Hooks).
+func (p *Probe) DatagramIn(b []byte) bool {
+	return p.DropIncoming != nil && p.DropIncoming(b)
+}
+
+// PacketReceived runs OnPacketReceived (Hooks).
+func (p *Probe) PacketReceived(pi PacketInfo) {
+	if p.OnPacketReceived != nil {
+		p.OnPacketReceived(pi)
+	}
 }
 
 // PacketInfo describes a packet seen by a probe hook. Payload is the

@@ -2,8 +2,10 @@ package quic
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	_ "unsafe" // go:linkname
 )
 
@@ -16,6 +18,30 @@ import (
 // crypto/tls exposes for that is the process-wide preference list it keeps
 // for TLS 1.3, which it marks as reachable by go:linkname (go.dev/issue/67401).
 // Clients offer exactly that list and servers choose only from it.
+//
+// Rewriting it is confined to this file and happens only in a process that
+// opted in with EnableTLS13SuiteControl: a program that never calls it
+// never touches crypto/tls's variables, and its handshake steps take no
+// lock.
+
+// suiteControl is set by EnableTLS13SuiteControl.
+var suiteControl atomic.Bool
+
+// errNoSuiteControl is the error of a suite list without the opt-in.
+var errNoSuiteControl = errors.New("quic: TLS 1.3 suite lists need quic.EnableTLS13SuiteControl (crypto/tls has no per-connection TLS 1.3 suite setting)")
+
+// EnableTLS13SuiteControl opts this process in to choosing TLS 1.3 cipher
+// suites: RestrictTLS13Suites and Config.TLS13Suites, which fail without
+// it. Go's crypto/tls offers no such choice ("Note that TLS 1.3
+// ciphersuites are not configurable", tls.Config.CipherSuites), so both
+// rewrite the process-wide list crypto/tls keeps, through go:linkname, and
+// from this call on every crypto/tls step of every QUIC connection in the
+// process holds a lock that serialises it with those rewrites. Test tools
+// call it (the quiver command, the conformance suite, bench and interop
+// endpoints), never the engine: a server or client that does not choose
+// suites pays nothing and runs crypto/tls as shipped. Call it before the
+// first handshake of the process; it cannot be undone.
+func EnableTLS13SuiteControl() { suiteControl.Store(true) }
 
 //go:linkname tls13Suites crypto/tls.defaultCipherSuitesTLS13
 var tls13Suites []uint16
@@ -43,7 +69,8 @@ func TLS13Suites() []uint16 {
 
 // RestrictTLS13Suites makes every crypto/tls client in this process offer
 // exactly suites (in that order) and every server choose only among them,
-// until restore is called. The setting is process-wide, not per connection:
+// until restore is called; it needs EnableTLS13SuiteControl. The setting
+// is process-wide, not per connection:
 // call it before any handshake starts and restore after the last one ends
 // (crypto/tls reads the lists without locking). An empty list or a suite that
 // is not a TLS 1.3 suite (RFC 8446 §B.4) is an error and changes nothing.
@@ -53,6 +80,9 @@ func TLS13Suites() []uint16 {
 // 0x0A0A, 0x1A1A, … 0xFAFA) may be listed too, so that a client offers
 // them; a server never selects one, since crypto/tls knows no such suite.
 func RestrictTLS13Suites(suites ...uint16) (restore func(), err error) {
+	if !suiteControl.Load() {
+		return nil, errNoSuiteControl
+	}
 	if len(suites) == 0 {
 		return nil, fmt.Errorf("quic: RestrictTLS13Suites needs at least one suite")
 	}
@@ -97,8 +127,16 @@ var tlsStepGate sync.RWMutex
 // built by f offers exactly suites, so one connection can offer its own
 // list while others handshake beside it. The suites accepted are those of
 // RestrictTLS13Suites (TLS 1.3 suites, the two CCM suites crypto/tls does
-// not implement, and RFC 8701 GREASE values).
+// not implement, and RFC 8701 GREASE values). Without
+// EnableTLS13SuiteControl, f runs as it is and a non-nil suites is an
+// error.
 func WithTLS13Suites(suites []uint16, f func() error) error {
+	if !suiteControl.Load() {
+		if suites != nil {
+			return errNoSuiteControl
+		}
+		return f()
+	}
 	if suites == nil {
 		tlsStepGate.RLock()
 		defer tlsStepGate.RUnlock()

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -15,6 +18,7 @@ import (
 // one offered and checks both ends negotiated it and the data arrived intact:
 // the packet protection of RFC 9001 §5.3 must work with every suite.
 func TestRestrictTLS13Suites(t *testing.T) {
+	EnableTLS13SuiteControl()
 	for _, name := range []string{"aes128", "aes256", "chacha20"} {
 		t.Run(name, func(t *testing.T) {
 			suite, err := ParseTLS13Suite(name)
@@ -84,6 +88,7 @@ func TestRestrictTLS13Suites(t *testing.T) {
 }
 
 func TestRestrictTLS13SuitesRejects(t *testing.T) {
+	EnableTLS13SuiteControl()
 	before := TLS13Suites()
 	for _, bad := range [][]uint16{nil, {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, {0x0a1a}, {0x0b0b}} {
 		if _, err := RestrictTLS13Suites(bad...); err == nil {
@@ -99,6 +104,7 @@ func TestRestrictTLS13SuitesRejects(t *testing.T) {
 }
 
 func TestRestrictTLS13SuitesGrease(t *testing.T) {
+	EnableTLS13SuiteControl()
 	restore, err := RestrictTLS13Suites(0x0a0a, 0xfafa, tls.TLS_AES_128_GCM_SHA256)
 	if err != nil {
 		t.Fatalf("GREASE values refused: %v", err)
@@ -119,6 +125,7 @@ func TestRestrictTLS13SuitesGrease(t *testing.T) {
 // exactly those in its own ClientHello while connections beside it offer
 // crypto/tls's list, and the process-wide list is left as it was.
 func TestPerConnectionTLS13Suites(t *testing.T) {
+	EnableTLS13SuiteControl()
 	before := TLS13Suites()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -173,5 +180,42 @@ func TestPerConnectionTLS13Suites(t *testing.T) {
 	cfg.TLS13Suites = []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
 	if _, err := Dial(ctx, "udp", ep.Addr().String(), cfg); err == nil {
 		t.Error("a TLS 1.2 suite in TLS13Suites was accepted")
+	}
+}
+
+// TestTLS13SuiteControlOptIn: without EnableTLS13SuiteControl nothing
+// rewrites crypto/tls's list: RestrictTLS13Suites, a per-connection list
+// and a client with Config.TLS13Suites fail, and a handshake step runs as
+// it is.
+func TestTLS13SuiteControlOptIn(t *testing.T) {
+	defer suiteControl.Store(suiteControl.Load())
+	suiteControl.Store(false)
+	before := TLS13Suites()
+	if _, err := RestrictTLS13Suites(tls.TLS_AES_256_GCM_SHA384); !errors.Is(err, errNoSuiteControl) {
+		t.Errorf("RestrictTLS13Suites without the opt-in: %v", err)
+	}
+	ran := false
+	if err := WithTLS13Suites([]uint16{tls.TLS_AES_256_GCM_SHA384}, func() error { ran = true; return nil }); !errors.Is(err, errNoSuiteControl) || ran {
+		t.Errorf("WithTLS13Suites with a list without the opt-in: %v, ran %v", err, ran)
+	}
+	if err := WithTLS13Suites(nil, func() error { ran = true; return nil }); err != nil || !ran {
+		t.Errorf("WithTLS13Suites(nil) without the opt-in: %v, ran %v", err, ran)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet(10 * time.Millisecond)
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.TLS13Suites = []uint16{tls.TLS_AES_256_GCM_SHA384}
+		sep, cep, c, err := pair(t, n, testServerConfig(t, "hq-interop"), ccfg)
+		defer sep.Close()
+		defer cep.Close()
+		if err == nil {
+			c.Close(0, "")
+			t.Error("a client with Config.TLS13Suites dialled without the opt-in")
+		} else if !strings.Contains(err.Error(), "EnableTLS13SuiteControl") {
+			t.Errorf("dial error %v does not name EnableTLS13SuiteControl", err)
+		}
+	})
+	if got := TLS13Suites(); !slices.Equal(got, before) {
+		t.Errorf("the process-wide list changed: %x, was %x", got, before)
 	}
 }

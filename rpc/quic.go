@@ -83,7 +83,8 @@ func (l *quicListener) Serve(h Handler) error {
 		go func() {
 			defer l.wg.Done()
 			if c.ALPN() == alpnH3 {
-				srv := &h3.Server{Handler: &httpHandler{h: h, max: max}, ShutdownGrace: 100 * time.Millisecond}
+				srv := &h3.Server{Handler: &httpHandler{h: h, max: max}, ShutdownGrace: 100 * time.Millisecond,
+					QPACKMaxTableCapacity: -1, QPACKBlockedStreams: -1}
 				srv.ServeConn(l.ctx, h3Conn{c})
 				return
 			}
@@ -386,6 +387,13 @@ func (a h3Conn) AcceptUniStream(ctx context.Context) (h3.Stream, error) {
 func (a h3Conn) Close(code uint64, reason string) error { return a.c.Close(code, reason) }
 func (a h3Conn) ALPN() string                           { return a.c.ALPN() }
 
+// rpcH3Config turns the QPACK dynamic table off both ways (with the
+// listener's h3.Server): an RPC's header section is small and mostly in
+// the static table, and a section that refers to the dynamic table makes
+// its decoder send a Section Acknowledgment (RFC 9204 §4.4.1), one more
+// packet each way per call.
+var rpcH3Config = &h3.ClientConfig{QPACKMaxTableCapacity: -1, QPACKBlockedStreams: -1}
+
 // h3RoundTripper keeps one HTTP/3 connection, redialed when it ends.
 type h3RoundTripper struct {
 	addr string
@@ -432,7 +440,7 @@ func (r *h3RoundTripper) get(ctx context.Context) (*h3.ClientConn, error) {
 		}
 		return nil, unavailable(true, "http3: dial %s: %v", r.addr, err)
 	}
-	cc, err := h3.NewClientConn(ctx, h3Conn{c}, nil)
+	cc, err := h3.NewClientConn(ctx, h3Conn{c}, rpcH3Config)
 	if err != nil {
 		c.Close(0, "")
 		return nil, unavailable(true, "http3: %v", err)

@@ -161,7 +161,13 @@ func Listen(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, ep: ep, root: root}
-	s.h3 = &h3.Server{Handler: h3.FileHandler(root.FS())}
+	// RFC 9297 §2.1.1: an endpoint tells its peer it is willing to receive
+	// HTTP/3 Datagrams with SETTINGS_H3_DATAGRAM = 1, and implementations
+	// that can receive them are recommended to always send it. They ride
+	// in QUIC DATAGRAM frames, so the setting goes with the
+	// max_datagram_frame_size transport parameter (RFC 9221 §3), never
+	// without it.
+	s.h3 = &h3.Server{Handler: h3.FileHandler(root.FS()), EnableDatagrams: qcfg.MaxDatagramFrameSize > 0}
 	return s, nil
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 type agentOpts struct {
-	keys, addr string
+	keys, addr, state string
 }
 
 // agentCommand is `quiver agent init|serve`: the daemon that runs
@@ -40,6 +40,7 @@ func agentCommand() *command {
 func (o *agentOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keys, "keys", "agent-keys", "`dir` of the keys (CA, agent and controller certificates)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:7443", "serve: TCP `address` to listen on for controllers (mutual TLS)")
+	fs.StringVar(&o.state, "state", bench.DefaultStateDir(), "serve: `dir` of the agents' state files; a starting agent ends the endpoints that dead agents left there")
 }
 
 func runAgent(ctx context.Context, env *cmdEnv, opts any, args []string) error {
@@ -75,6 +76,7 @@ func runAgent(ctx context.Context, env *cmdEnv, opts any, args []string) error {
 			l.Close()
 			return err
 		}
+		a.StateDir = o.state
 		a.Logf = func(format string, args ...any) { fmt.Fprintf(env.stderr, format+"\n", args...) }
 		// The line a supervisor (or a test) reads to learn the port.
 		fmt.Fprintf(env.stdout, "agent listening on %s\n", l.Addr())

@@ -176,6 +176,7 @@ func trackCommand() *command {
 			"quiver track run --queue --db postgres://quiver@db.example/quiver targets.json   # for quiver worker",
 			"quiver track sweep --impl quic-go --since v0.48.0 --scenarios 'hs-*,v2-*'",
 			"quiver track sweep --impl x/net --versions v0.18.0,v0.30.0,v0.62.0",
+			"quiver track sweep --role client --impl quic-go --since v0.43.0 --scenarios 'cli-initial-*'",
 			"quiver track import --db quiver.db bench-results/ackfreq-*/ackfreq.json   # benchmark runs, shown beside the grid",
 			"quiver track facts --target 'quic-go releases'   # typed facts of the latest run",
 			"quiver track watch --every 6h --impl quic-go,x/net targets.json   # scheduled campaign + each new release swept",

@@ -392,6 +392,7 @@ func restrictCiphers(list string) (restore func(), err error) {
 		}
 		suites = append(suites, s)
 	}
+	quic.EnableTLS13SuiteControl()
 	return quic.RestrictTLS13Suites(suites...)
 }
 

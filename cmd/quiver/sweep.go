@@ -34,7 +34,19 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 	if (len(listed) == 0) == (o.since == "") {
 		return fmt.Errorf("%w: track sweep needs either --versions v1,v2,… or --since VERSION", errUsage)
 	}
-	scenarios, err := selectScenarios(scenarioPatterns(o.scenarios))
+	role := o.role
+	if role == "" {
+		role = sweep.RoleServer
+	}
+	if role != sweep.RoleServer && role != sweep.RoleClient {
+		return fmt.Errorf("%w: --role is server or client, not %q", errUsage, role)
+	}
+	var scenarios []string
+	if role == sweep.RoleClient {
+		scenarios, err = selectClientScenarios(scenarioPatterns(o.scenarios))
+	} else {
+		scenarios, err = selectScenarios(scenarioPatterns(o.scenarios))
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -66,10 +78,11 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 	if cache == "" {
 		cache = sweep.DefaultCacheDir()
 	}
-	fmt.Fprintf(env.stdout, "sweeping %s over %d versions (%s … %s), %d scenarios each; builds cached in %s\n\n",
-		im.Name, len(versions), versions[0], versions[len(versions)-1], len(scenarios), cache)
+	target := sweep.TargetNameFor(im, role)
+	fmt.Fprintf(env.stdout, "sweeping %s (%s) over %d versions (%s … %s), %d scenarios each; builds cached in %s\n\n",
+		im.Name, role, len(versions), versions[0], versions[len(versions)-1], len(scenarios), cache)
 	s := &sweep.Sweep{
-		Impl: im, Versions: versions, Scenarios: scenarios,
+		Impl: im, Role: role, Versions: versions, Scenarios: scenarios,
 		Builder: &sweep.Builder{CacheDir: cache, AdapterDir: adapter},
 		Runner: &observatory.Runner{
 			Store: st, Run: suiteRun, ToolVersion: version, ArtifactsDir: o.artifacts,
@@ -87,15 +100,15 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 	}
 	fmt.Fprintf(env.stdout, "\n%d of %d versions tested\n", built, len(outcomes))
 	if built > 0 {
-		cells, cerr := st.Cells(context.WithoutCancel(ctx), store.Filter{Target: sweep.TargetName(im)})
+		cells, cerr := st.Cells(context.WithoutCancel(ctx), store.Filter{Target: target})
 		if cerr != nil {
 			return errors.Join(err, cerr)
 		}
-		fmt.Fprintf(env.stdout, "\nchanges along %q:\n", sweep.TargetName(im))
+		fmt.Fprintf(env.stdout, "\nchanges along %q:\n", target)
 		if werr := results.WriteChanges(env.stdout, results.DetectChanges(cells, o.window)); werr != nil {
 			return errors.Join(err, werr)
 		}
-		fcells, ferr := st.FactCells(context.WithoutCancel(ctx), store.FactFilter{Target: sweep.TargetName(im)})
+		fcells, ferr := st.FactCells(context.WithoutCancel(ctx), store.FactFilter{Target: target})
 		if ferr != nil {
 			return errors.Join(err, ferr)
 		}
@@ -112,6 +125,8 @@ func trackSweep(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) e
 var (
 	sweepVersions = sweep.ListVersions
 	sweepExists   = sweep.Exists
+	// selectClientScenarios expands patterns into client-facing scenarios.
+	selectClientScenarios = func(p []string) ([]string, error) { return sweep.SelectScenarios(sweep.RoleClient, p) }
 )
 
 // sweepLine prints one line per version as it ends, and what it is doing

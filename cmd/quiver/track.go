@@ -26,6 +26,8 @@ import (
 type trackOpts struct {
 	db, targets, scenarios, artifacts, campaign, target  string
 	impl, versions, since, cache, proxy, commit, command string
+	role                                                 string
+	merge                                                bool
 	parallel, window                                     int
 	timeout, every                                       time.Duration
 	json, queue                                          bool
@@ -46,6 +48,8 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.impl, "impl", "", "sweep: `implementation` to build at each version (quic-go or x/net); watch: comma-separated, their new releases are swept")
 	fs.StringVar(&o.versions, "versions", "", "sweep: released `versions`, comma-separated (see go list -m -versions)")
 	fs.StringVar(&o.since, "since", "", "sweep, watch: every released version from `version` on")
+	fs.StringVar(&o.role, "role", "server", "sweep: which endpoint of each release is tested, `server` (server-facing suite, target \"IMPL releases\") or client (client-facing suite, target \"IMPL clients\")")
+	fs.BoolVar(&o.merge, "merge", false, "export: add the target's runs to the dataset file already there instead of replacing it")
 	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
 	fs.DurationVar(&o.every, "every", time.Hour, "watch: `interval` of the scheduled campaign and of release checks")
 	fs.StringVar(&o.commit, "commit", "", "export: the Quiver `commit` that measured the data, kept in the dataset")

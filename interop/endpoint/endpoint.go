@@ -302,6 +302,7 @@ func runClient(ctx context.Context, o *options, logf func(string, ...any)) error
 	case "chacha20":
 		// Offer TLS_CHACHA20_POLY1305_SHA256 only. The setting is
 		// process-wide; this process is this one client.
+		quic.EnableTLS13SuiteControl()
 		restore, err := quic.RestrictTLS13Suites(tls.TLS_CHACHA20_POLY1305_SHA256)
 		if err != nil {
 			return err

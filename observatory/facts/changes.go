@@ -89,7 +89,10 @@ var (
 var unstable = []string{"handshake.server-bytes", "ipv6.address", "grease.tp", "grease.vn-versions", "grease.vn-unused-bits",
 	// Packets counted while the tester floods a closing connection: they
 	// depend on timing, not on the build (x/net's burst count went 50, 19, 50).
-	"close.closing-answers"}
+	"close.closing-answers",
+	// quic-go's client picks its first Destination Connection ID's
+	// length at random between 8 and 20 bytes on each connection.
+	"cid.client-initial-dcid-length"}
 
 // tpDefaults are the values of transport parameters a peer leaves out
 // (RFC 9000 §18.2: "If this parameter is absent, a default value of 2 is
@@ -143,15 +146,16 @@ func Comparable(f store.Fact) (string, bool) {
 			}
 			return strings.Join(seen, "+"), true
 		}
-		// An ACK ratio is compared by how many packets one ACK covers,
-		// rounded: 26 ACKs for 50 packets and 23 for 50 are both "every
-		// 2nd", 5 for 50 is "every 10th".
+		// An ACK ratio is compared by the usual policy nearest to how
+		// many packets one ACK covers: 26 ACKs for 50 packets and 19 for
+		// 50 are both "every 2nd", 5 or 7 for 50 "every 10th", so that a
+		// timer firing once more does not make a change.
 		if m := ackRatio.FindStringSubmatch(f.Value); m != nil && strings.HasPrefix(f.Key, "ack.ratio") {
 			r, err := strconv.ParseFloat(m[1], 64)
 			if err != nil || r <= 0 {
 				return "no ACK", true
 			}
-			return fmt.Sprintf("1 ACK per %d packets", int(math.Round(1/r))), true
+			return fmt.Sprintf("1 ACK per %d packets", AckPolicy(1/r)), true
 		}
 		v := f.Value
 		if f.Type == store.FactList {
@@ -169,6 +173,23 @@ func Comparable(f store.Fact) (string, bool) {
 		return v, true
 	}
 	return f.Value, true
+}
+
+// ackPolicies are the usual numbers of packets one ACK covers: every
+// packet, every second (RFC 9000 §13.2.2's recommendation), every tenth
+// (x/net past packet 100, or an ACK_FREQUENCY threshold of 9).
+var ackPolicies = []int{1, 2, 10}
+
+// AckPolicy returns the usual policy nearest to perAck packets per ACK,
+// nearest on a log scale (2 and 10 meet at 4.5).
+func AckPolicy(perAck float64) int {
+	best, dist := ackPolicies[0], math.Inf(1)
+	for _, p := range ackPolicies {
+		if d := math.Abs(math.Log(perAck / float64(p))); d < dist {
+			best, dist = p, d
+		}
+	}
+	return best
 }
 
 // dropGrease removes greased versions from a list of strings.

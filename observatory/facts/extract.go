@@ -170,9 +170,17 @@ var tpInts = map[string]string{
 // something about the implementation.
 var tpConnectionIDs = []string{"original_destination_connection_id", "initial_source_connection_id", "retry_source_connection_id"}
 
+// resetStreamAtIDs are the identifiers the reset_stream_at transport
+// parameter (draft-ietf-quic-reliable-stream-reset, RESET_STREAM_AT) has
+// been sent under: a provisional one of the drafts and 0x1d. They are one
+// fact, tp.reset_stream_at, whose value lists the identifiers present, so
+// that a move from one to the other, or to both, is one change.
+var resetStreamAtIDs = []string{"0x17f7586d2cb571", "0x1d"}
+
 func transportParameters(m map[string]string) []store.Fact {
 	var out []store.Fact
 	grease := 0
+	var resetAt []string
 	add := func(name, typ, value, unit string) {
 		out = append(out, store.Fact{Key: "tp." + name, Group: "tp", Type: typ, Value: value, Unit: unit})
 	}
@@ -180,6 +188,10 @@ func transportParameters(m map[string]string) []store.Fact {
 		raw, err := hex.DecodeString(m[name])
 		if err != nil {
 			add(name, store.FactString, m[name], "")
+			continue
+		}
+		if slices.Contains(resetStreamAtIDs, name) {
+			resetAt = append(resetAt, name)
 			continue
 		}
 		if id, ok := strings.CutPrefix(name, "0x"); ok {
@@ -212,7 +224,13 @@ func transportParameters(m map[string]string) []store.Fact {
 			add(name, store.FactString, m[name], "")
 		}
 	}
+	if len(resetAt) > 0 {
+		j, _ := json.Marshal(resetAt)
+		add("reset_stream_at", store.FactList, string(j), "")
+	}
 	add("grease", store.FactInt, strconv.Itoa(grease), "")
+	// Sorted by key, as FromEvidence keeps them.
+	slices.SortStableFunc(out, func(a, b store.Fact) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

@@ -14,7 +14,8 @@ func TestFromEvidence(t *testing.T) {
 	ev := `{"scenario":"hs-v1-basic","verdict":"pass","facts":[
 		{"key":"tp.raw","value":{"max_datagram_frame_size":"4004b0","disable_active_migration":"","0x1834":"5557",
 			"initial_source_connection_id":"0102030405060708","stateless_reset_token":"00112233445566778899aabbccddeeff",
-			"version_information":"000000016b3343cf0a1a2a3a00000001","0x17f7586d2cb570":"","max_idle_timeout":"80007530"}},
+			"version_information":"000000016b3343cf0a1a2a3a00000001","0x17f7586d2cb570":"","max_idle_timeout":"80007530",
+			"0x1d":"","0x17f7586d2cb571":""}},
 		{"key":"tls.group","value":"X25519MLKEM768"},
 		{"key":"cid.length","value":4},
 		{"key":"retry.used","value":false},
@@ -41,6 +42,7 @@ func TestFromEvidence(t *testing.T) {
 		"tp.0x17f7586d2cb570":                    "flag present  tp",
 		"tp.max_idle_timeout":                    "int 30000 ms tp",
 		"tp.grease":                              "int 1  tp",
+		"tp.reset_stream_at":                     `list ["0x17f7586d2cb571","0x1d"]  tp`,
 		"tls.group":                              "string X25519MLKEM768  ",
 		"cid.length":                             "int 4 bytes ",
 		"retry.used":                             "bool false  ",
@@ -104,6 +106,11 @@ func TestComparable(t *testing.T) {
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "1 ACK per 2 packets", true},
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "21 ACK packets for 50 ack-eliciting packets (0.42)"}, "1 ACK per 2 packets", true},
 		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "5 ACK packets for 50 ack-eliciting packets (0.10)"}, "1 ACK per 10 packets", true},
+		// Noise around a policy stays on it: 7 ACKs for 50 packets (one
+		// per 7.1) is still every 10th, 16 for 50 (one per 3.1) every 2nd.
+		{store.Fact{Key: "ack.ratio-above-pn-100", Type: store.FactString, Value: "7 ACK packets for 50 ack-eliciting packets numbered above 100 (0.14)"}, "1 ACK per 10 packets", true},
+		{store.Fact{Key: "ack.ratio-above-pn-100", Type: store.FactString, Value: "16 ACK packets for 50 ack-eliciting packets numbered above 100 (0.32)"}, "1 ACK per 2 packets", true},
+		{store.Fact{Key: "ack.ratio", Type: store.FactString, Value: "50 ACK packets for 50 ack-eliciting packets (1.00)"}, "1 ACK per 1 packets", true},
 		{store.Fact{Key: "ack.delays", Type: store.FactString, Value: "26 ACK packets for 50 ack-eliciting packets (0.52)"}, "", false},
 		{store.Fact{Key: "v2.upgrade", Type: store.FactString, Value: "stays on v1 when v2 is offered"}, "stays on v1 when v2 is offered", true},
 		{store.Fact{Key: "tls.cipher", Type: store.FactString, Value: "TLS_AES_128_GCM_SHA256"}, "TLS_AES_128_GCM_SHA256", true},
@@ -128,6 +135,9 @@ func cellsOf(scenario string, versions []string, values []map[string]string) []s
 			typ, group, unit := store.FactInt, "", ""
 			if strings.HasPrefix(k, "tp.") {
 				group = "tp"
+			}
+			if strings.HasPrefix(v, "[") {
+				typ = store.FactList
 			}
 			if v == "present" {
 				typ = store.FactFlag
@@ -209,6 +219,39 @@ func TestDetectChanges(t *testing.T) {
 	j, _ := json.Marshal(DetectChanges(all)[0])
 	if !strings.Contains(string(j), `"key":"tp.max_datagram_frame_size"`) || !strings.Contains(string(j), `"to_version":"v0.41.0"`) {
 		t.Errorf("JSON: %s", j)
+	}
+}
+
+// RESET_STREAM_AT moves from a draft's identifier to 0x1d, then both are
+// sent (quic-go v0.54.0, v0.61.0, v0.62.0): one fact, three changes, and
+// three changes along a long series are not noise.
+func TestDetectChangesResetStreamAt(t *testing.T) {
+	var vs []string
+	var values []map[string]string
+	for i := range 12 {
+		vs = append(vs, fmt.Sprintf("v0.%d.0", 50+i))
+		m := map[string]string{"tp.grease": "1"}
+		switch {
+		case i >= 10:
+			m["tp.reset_stream_at"] = `["0x17f7586d2cb571","0x1d"]`
+		case i >= 8:
+			m["tp.reset_stream_at"] = `["0x1d"]`
+		case i >= 4:
+			m["tp.reset_stream_at"] = `["0x17f7586d2cb571"]`
+		}
+		values = append(values, m)
+	}
+	var got []string
+	for _, c := range DetectChanges(cellsOf("hs-server-tp-valid", vs, values)) {
+		got = append(got, c.String())
+	}
+	want := []string{
+		`quic-go v0.54.0: tp.reset_stream_at appeared (["0x17f7586d2cb571"])`,
+		`quic-go v0.58.0: tp.reset_stream_at ["0x17f7586d2cb571"] → ["0x1d"]`,
+		`quic-go v0.60.0: tp.reset_stream_at ["0x1d"] → ["0x17f7586d2cb571","0x1d"]`,
+	}
+	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
+		t.Errorf("DetectChanges:\n%s\nwant:\n%s", g, w)
 	}
 }
 

@@ -323,6 +323,9 @@ func quicGoTags(modDir string) ([]string, error) {
 			tags = append(tags, "quicgo_h3_roundtripper")
 		}
 	}
+	if !root.hasField("Config", "EnableStreamResetPartialDelivery") {
+		tags = append(tags, "quicgo_no_resetstreamat")
+	}
 	switch {
 	case ql.funcs["DefaultConnectionTracer"]:
 	case ql.funcs["DefaultTracer"]:

@@ -46,8 +46,8 @@ func TestSweepQuicGoOldReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantTags := map[string][]string{
-		"v0.40.1": {"quicgo_connection_iface", "quicgo_versionnumber", "quicgo_config_addrvalidation", "quicgo_h3_quicconfig", "quicgo_qlog_none"},
-		"v0.43.1": {"quicgo_connection_iface", "quicgo_h3_roundtripper", "quicgo_qlog_defaulttracer"},
+		"v0.40.1": {"quicgo_connection_iface", "quicgo_versionnumber", "quicgo_config_addrvalidation", "quicgo_h3_quicconfig", "quicgo_no_resetstreamat", "quicgo_qlog_none"},
+		"v0.43.1": {"quicgo_connection_iface", "quicgo_h3_roundtripper", "quicgo_no_resetstreamat", "quicgo_qlog_defaulttracer"},
 	}
 	for _, o := range outs {
 		if o.Err != nil || o.Run.ID == 0 || o.Counts["pass"] != 1 {

@@ -16,6 +16,10 @@ import (
 // Sweep runs the suite against an implementation's released versions.
 type Sweep struct {
 	Impl Impl
+	// Role is RoleServer (the default) or RoleClient: which of each
+	// release's endpoints is tested, by the server-facing or the
+	// client-facing suite. Scenarios must be of that role.
+	Role string
 	// Versions are swept in the order given; Choose returns them in
 	// release order, which is the order history follows.
 	Versions  []string
@@ -153,6 +157,9 @@ func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peer
 		o.Stage, o.Err = "done", err
 		return o
 	}
+	if s.Role == RoleClient {
+		return s.client(ctx, pim, version, o, into)
+	}
 	// The manifest's command line, with this build's binary.
 	cmd := *pim.Server
 	cmd.Path = b.Binary
@@ -176,6 +183,35 @@ func (s *Sweep) one(ctx context.Context, pim peers.Impl, version string, so peer
 	} else {
 		run, err = r.RunCampaign(ctx, c)
 	}
+	return s.finish(ctx, &r, o, run, err)
+}
+
+// client tests one version's client (built already, o.Build): the
+// client-facing suite serves and launches it for each scenario.
+func (s *Sweep) client(ctx context.Context, pim peers.Impl, version string, o Outcome, into store.Run) Outcome {
+	t := conformance.Target{Name: TargetNameFor(s.Impl, RoleClient), ALPN: []string{clientALPN}, Implementation: s.Impl.Name, Version: version}
+	ct, err := ClientTarget(pim, t.Name, o.Build.Binary)
+	if err != nil {
+		o.Stage, o.Err = "done", fmt.Errorf("%s %s: %w: %v", s.Impl.Name, version, errStart, err)
+		return o
+	}
+	o.Stage = "test"
+	s.report(o)
+	r := *s.Runner
+	r.Revive = nil
+	r.Run = clientRun(ct)
+	c := observatory.Campaign{Name: fmt.Sprintf("sweep %s client %s", s.Impl.Name, version), Targets: []conformance.Target{t}, Scenarios: s.Scenarios}
+	var run store.Run
+	if into.ID != 0 {
+		run, err = r.RunCampaignIn(ctx, into, c)
+	} else {
+		run, err = r.RunCampaign(ctx, c)
+	}
+	return s.finish(ctx, &r, o, run, err)
+}
+
+// finish records a version's run and its verdict counts in o.
+func (s *Sweep) finish(ctx context.Context, r *observatory.Runner, o Outcome, run store.Run, err error) Outcome {
 	o.Stage, o.Run, o.Err = "done", run, err
 	if run.ID != 0 {
 		cells, cerr := r.Store.Cells(context.WithoutCancel(ctx), store.Filter{RunID: run.ID})

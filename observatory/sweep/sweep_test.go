@@ -83,7 +83,7 @@ func TestQuicGoTags(t *testing.T) {
 		"qlog/qlog.go":       "package qlog\nfunc DefaultTracer() {}\n",
 	})
 	current := fakeModule(t, map[string]string{
-		"conn.go":            "package quic\ntype Conn struct{}\ntype Version uint32\n",
+		"conn.go":            "package quic\ntype Conn struct{}\ntype Version uint32\ntype Config struct{ EnableStreamResetPartialDelivery bool }\n",
 		"transport.go":       "package quic\ntype Transport struct{ VerifySourceAddress func() bool }\n",
 		"http3/transport.go": "package http3\ntype Transport struct{}\ntype RoundTripper = Transport\n",
 		"qlog/qlog.go":       "package qlog\nfunc DefaultConnectionTracer() {}\n",
@@ -92,8 +92,8 @@ func TestQuicGoTags(t *testing.T) {
 		dir  string
 		want []string
 	}{
-		{old, []string{"quicgo_connection_iface", "quicgo_versionnumber", "quicgo_config_addrvalidation", "quicgo_h3_quicconfig", "quicgo_qlog_none"}},
-		{middle, []string{"quicgo_connection_iface", "quicgo_h3_roundtripper", "quicgo_qlog_defaulttracer"}},
+		{old, []string{"quicgo_connection_iface", "quicgo_versionnumber", "quicgo_config_addrvalidation", "quicgo_h3_quicconfig", "quicgo_no_resetstreamat", "quicgo_qlog_none"}},
+		{middle, []string{"quicgo_connection_iface", "quicgo_h3_roundtripper", "quicgo_no_resetstreamat", "quicgo_qlog_defaulttracer"}},
 		{current, nil},
 	} {
 		got, err := quicGoTags(tc.dir)

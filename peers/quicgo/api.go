@@ -16,6 +16,7 @@ import "net/http"
 //	quicgo_h3_quicconfig         the HTTP/3 client is http3.RoundTripper with QuicConfig (before v0.43)
 //	quicgo_qlog_defaulttracer    qlog.DefaultTracer only (v0.41 to v0.44; from v0.45 qlog.DefaultConnectionTracer)
 //	quicgo_qlog_none             no ready-made qlog tracer (before v0.41): -qlog is refused
+//	quicgo_no_resetstreamat      no Config.EnableStreamResetPartialDelivery (before v0.54): RESET_STREAM_AT is not offered
 //
 // The adapter needs quic.Transport (v0.35 and later); releases before
 // v0.37.5 do not build with Go 1.21 or later at all.

@@ -38,6 +38,7 @@ func quicConfig(cfg *config) (*quic.Config, error) {
 		// let it raise the limit as streams finish.
 		MaxIncomingStreams: 100,
 	}
+	enableResetStreamAt(qc)
 	if cfg.qlogDir != "" {
 		if err := os.MkdirAll(cfg.qlogDir, 0o755); err != nil {
 			return nil, fmt.Errorf("qlog: %w", err)

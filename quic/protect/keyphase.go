@@ -4,9 +4,11 @@ import "errors"
 
 // KeyPhase manages the 1-RTT keys of a connection across key updates
 // (RFC 9001 §6). It holds the current read and write keys, the next
-// generation of both (precomputed, so that a key update costs no derivation
-// at the time a packet arrives) and the previous read keys, so that packets
-// of the old phase that arrive late can still be opened.
+// generation of the read keys (precomputed, so that a key update costs no
+// derivation at the time a packet arrives) and the previous read keys, so
+// that packets of the old phase that arrive late can still be opened. The
+// next write keys are derived when an update happens: sending reveals no
+// timing of a received packet, and an idle connection keeps one AEAD less.
 //
 // RFC 9001 §6.3: "endpoints ... generate the next set of packet protection
 // keys ... in advance" and §6.5: "An endpoint ... SHOULD retain old keys for
@@ -22,7 +24,7 @@ type KeyPhase struct {
 	generation uint64
 
 	read, nextRead, prevRead *Keys
-	write, nextWrite         *Keys
+	write                    *Keys
 
 	// firstPN is the lowest packet number opened with the current read
 	// keys; it tells reordered old-phase packets from a new update.
@@ -45,13 +47,13 @@ func (p *KeyPhase) InstallRead(version uint32, suite uint16, secret []byte) erro
 }
 
 // InstallWrite installs the first 1-RTT write keys from the secret crypto/tls
-// reports in a QUICSetWriteSecret event, and precomputes the next phase.
+// reports in a QUICSetWriteSecret event.
 func (p *KeyPhase) InstallWrite(version uint32, suite uint16, secret []byte) error {
-	k, next, err := keysAndNext(version, suite, secret)
+	k, err := NewKeys(version, suite, secret)
 	if err != nil {
 		return err
 	}
-	p.write, p.nextWrite = k, next
+	p.write = k
 	return nil
 }
 
@@ -177,7 +179,7 @@ func (p *KeyPhase) Commit() error { return p.rotate() }
 func (p *KeyPhase) Update() error { return p.rotate() }
 
 // rotate moves both directions to the next generation and precomputes the
-// one after.
+// read keys of the one after.
 func (p *KeyPhase) rotate() error {
 	if p.read == nil || p.write == nil {
 		return errNoKeys
@@ -186,12 +188,12 @@ func (p *KeyPhase) rotate() error {
 	if err != nil {
 		return err
 	}
-	nextWrite, err := p.nextWrite.Next()
+	nextWrite, err := p.write.Next()
 	if err != nil {
 		return err
 	}
 	p.prevRead, p.read, p.nextRead = p.read, p.nextRead, nextRead
-	p.write, p.nextWrite = p.nextWrite, nextWrite
+	p.write = nextWrite
 	p.phase ^= 1
 	p.generation++
 	p.haveFirst = false

@@ -98,7 +98,7 @@ func (h *sentHistory) append(p SentPacket) {
 }
 
 func (h *sentHistory) grow() {
-	size := max(2*len(h.slots), 8)
+	size := max(2*len(h.slots), 4) // small while idle; doubles under load
 	slots := make([]SentPacket, size)
 	for i := 0; i < h.n; i++ {
 		slots[i] = h.slots[(h.head+i)&(len(h.slots)-1)]
