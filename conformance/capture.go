@@ -115,7 +115,7 @@ func (r *recorder) endCapture() {
 // not its bytes (a zero slice of the same length stands in for them). The
 // judges read headers, control streams and small responses, all in the
 // first bytes of their streams; the raw client reassembles streams itself
-// (rawStream) before its packets are compacted.
+// (rawquic.Stream) before its packets are compacted.
 const keepStreamOffset = 64 << 10
 
 // zeroData stands in for the bytes of compacted STREAM frames.
