@@ -19,7 +19,7 @@ import (
 // AgentMethod is the agent's one RPC method: a bidirectional stream that
 // runs one endpoint. The controller sends an AgentRequest with Start, and
 // for a server later one with Stop; the agent answers with AgentEvents:
-// Started, CPU samples once a second, and Done. When the stream or the
+// Started, CPU samples every traceInterval, and Done. When the stream or the
 // controller's connection ends first, the endpoint is stopped.
 const AgentMethod = "quiver.agent.Endpoint"
 
@@ -414,9 +414,10 @@ func (a *Agent) track(pid int, running bool) {
 	}
 }
 
-// sampleCPU sends the process's CPU time once a second until it exits.
+// sampleCPU sends the process's CPU time every traceInterval until it
+// exits.
 func sampleCPU(pid int, begin time.Time, exited <-chan struct{}, emit func(*AgentEvent) error) {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(traceInterval)
 	defer tick.Stop()
 	for {
 		select {

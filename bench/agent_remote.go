@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/quiver-quic/quiver/rpc"
@@ -177,6 +178,10 @@ func MeasureRemote(ctx context.Context, o Options, kind string, srv, cli *AgentC
 				res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: err.Error()})
 				continue
 			}
+			if err := c.knobsSupported(kind); err != nil {
+				res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: err.Error()})
+				continue
+			}
 			if kind == "handshakes" && ci.hsClient == nil {
 				res.Unsupported = append(res.Unsupported, Note{Config: c.cfg.Name, Pair: c.pair, Reason: ci.name + " has no handshake client"})
 				continue
@@ -305,8 +310,6 @@ func runRemote(ctx context.Context, o *Options, kind string, c *cell, iter int, 
 func remoteConfig(c Config) error {
 	why := ""
 	switch {
-	case c.Topology != "" && c.Topology != "loopback":
-		why = "runs on the " + c.Topology + " topology, which the bench builds on this host"
 	case c.MTU != 0:
 		why = "sets the veth pair's MTU"
 	case c.Offload != "":
@@ -317,9 +320,31 @@ func remoteConfig(c Config) error {
 		why = "emulates a path through the relay"
 	case c.Rmem != 0:
 		why = "sets the kernel's receive buffers (net.core.rmem_*)"
+	case c.Topology != "" && c.Topology != "loopback":
+		why = "runs on the " + c.Topology + " topology, which the bench builds on this host"
 	default:
 		return nil
 	}
 	return fmt.Errorf("configuration %s %s: it needs both ends local (--server-agent/--client-agent cannot run it); "+
 		"set it on the hosts themselves and run one bench per setting", c.Name, why)
+}
+
+// knobsSupported is cell.check for a cell whose binaries are the agents':
+// a knob an implementation cannot take is known from its command line
+// alone, and makes the cell a note, not a failed run.
+func (c *cell) knobsSupported(kind string) error {
+	s := &site{host: "127.0.0.1", port: 1, out: os.TempDir(), file: "file", alpn: c.alpn, knobs: c.cfg.Knobs,
+		cert: "cert.pem", key: "key.pem", root: os.TempDir()}
+	if _, err := c.srv.server(s); errors.Is(err, errUnsupported) {
+		return fmt.Errorf("%s server: %w", c.srv.name, err)
+	}
+	if kind != "handshakes" {
+		if _, err := c.cli.client(s); errors.Is(err, errUnsupported) {
+			return fmt.Errorf("%s client: %w", c.cli.name, err)
+		}
+	}
+	if c.cfg.Knobs.AckRatio != 0 && (c.srv.name != "quiver" || c.cli.name != "quiver") {
+		return fmt.Errorf("ACK frequency policies: only Quiver implements the sender: %w", errUnsupported)
+	}
+	return nil
 }

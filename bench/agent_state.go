@@ -20,10 +20,12 @@ import (
 //
 // The file is text, one process a line, each named by its PID and its
 // start time (field 22 of /proc/PID/stat, clock ticks after boot), so
-// that a PID the kernel has since given to another process is told apart:
+// that a PID the kernel has since given to another process is told apart;
+// the agent's line also names its PID namespace (the inode of
+// /proc/self/ns/pid), since PIDs mean nothing in another one:
 //
 //	quiver-agent-state 1
-//	agent 4242 889120
+//	agent 4242 889120 4026531836
 //	group 4250 889301
 const agentStateMagic = "quiver-agent-state 1"
 
@@ -43,6 +45,7 @@ type procID struct {
 // agentState is a parsed state file.
 type agentState struct {
 	Agent  procID
+	PidNS  uint64
 	Groups []procID
 }
 
@@ -61,8 +64,15 @@ func parseAgentState(b []byte) (agentState, error) {
 	}
 	for i, line := range lines[1:] {
 		f := strings.Split(line, " ")
-		if len(f) != 3 {
-			return s, fmt.Errorf("line %d: %q: want KIND PID START", i+2, line)
+		if i == 0 && len(f) == 4 && f[0] == "agent" {
+			ns, err := strconv.ParseUint(f[3], 10, 64)
+			if err != nil || ns == 0 || strconv.FormatUint(ns, 10) != f[3] {
+				return s, fmt.Errorf("line 2: PID namespace %q", f[3])
+			}
+			s.PidNS, f = ns, f[:3]
+		}
+		if len(f) != 3 || i == 0 && s.PidNS == 0 {
+			return s, fmt.Errorf("line %d: %q: want agent PID START PIDNS, or group PID START", i+2, line)
 		}
 		pid, err := strconv.Atoi(f[1])
 		if err != nil || pid <= 1 || pid > maxStatePID || strconv.Itoa(pid) != f[1] {
@@ -91,7 +101,7 @@ func parseAgentState(b []byte) (agentState, error) {
 // marshal writes the state in the form parseAgentState reads.
 func (s agentState) marshal() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\nagent %d %d\n", agentStateMagic, s.Agent.PID, s.Agent.Start)
+	fmt.Fprintf(&b, "%s\nagent %d %d %d\n", agentStateMagic, s.Agent.PID, s.Agent.Start, s.PidNS)
 	for _, g := range s.Groups {
 		fmt.Fprintf(&b, "group %d %d\n", g.PID, g.Start)
 	}
@@ -163,6 +173,10 @@ func ReapDeadAgents(dir string, logf func(string, ...any)) (int, error) {
 		return 0, err
 	}
 	self := syscall.Getpgrp()
+	myNS, err := pidNamespace()
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, name := range names {
 		b, err := os.ReadFile(name)
@@ -173,6 +187,9 @@ func ReapDeadAgents(dir string, logf func(string, ...any)) (int, error) {
 		if err != nil {
 			logf("agent state %s: %v; left alone", name, err)
 			continue
+		}
+		if s.PidNS != myNS {
+			continue // another PID namespace's agent: its PIDs are not ours
 		}
 		if s.Agent.alive() {
 			continue
@@ -209,7 +226,11 @@ func newStateFile(dir string) (*stateFile, error) {
 	if !ok {
 		return nil, errors.New("cannot read this process's start time from /proc")
 	}
-	f := &stateFile{path: filepath.Join(dir, "agent-"+strconv.Itoa(pid)+".state"), state: agentState{Agent: procID{pid, start}}}
+	ns, err := pidNamespace()
+	if err != nil {
+		return nil, err
+	}
+	f := &stateFile{path: filepath.Join(dir, "agent-"+strconv.Itoa(pid)+".state"), state: agentState{Agent: procID{pid, start}, PidNS: ns}}
 	return f, f.write()
 }
 
@@ -245,3 +266,12 @@ func (f *stateFile) remove(pid int) error {
 
 // close removes the file: the agent stopped its endpoints itself.
 func (f *stateFile) close() error { return os.Remove(f.path) }
+
+// pidNamespace is the inode of this process's PID namespace.
+func pidNamespace() (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, fmt.Errorf("PID namespace: %w", err)
+	}
+	return st.Ino, nil
+}

@@ -18,7 +18,8 @@ import (
 // FuzzAgentState: no input crashes the state file's parser, and what it
 // accepts it writes back in a form that reads the same.
 func FuzzAgentState(f *testing.F) {
-	f.Add([]byte("quiver-agent-state 1\nagent 4242 889120\ngroup 4250 889301\n"))
+	f.Add([]byte("quiver-agent-state 1\nagent 4242 889120 4026531836\ngroup 4250 889301\n"))
+	f.Add([]byte("quiver-agent-state 1\nagent 4242 889120 4026531836\n"))
 	f.Add([]byte("quiver-agent-state 1\nagent 4242 889120\n"))
 	f.Add([]byte("quiver-agent-state 1\ngroup 1 1\n"))
 	f.Add([]byte("quiver-agent-state 1\nagent 0 1\n"))
@@ -28,8 +29,8 @@ func FuzzAgentState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if s.Agent.PID <= 1 {
-			t.Fatalf("agent PID %d accepted", s.Agent.PID)
+		if s.Agent.PID <= 1 || s.PidNS == 0 {
+			t.Fatalf("agent PID %d in PID namespace %d accepted", s.Agent.PID, s.PidNS)
 		}
 		for _, g := range s.Groups {
 			if g.PID <= 1 || g.PID > maxStatePID {
@@ -37,7 +38,7 @@ func FuzzAgentState(f *testing.F) {
 			}
 		}
 		s2, err := parseAgentState(s.marshal())
-		if err != nil || s2.Agent != s.Agent || !slices.Equal(s2.Groups, s.Groups) {
+		if err != nil || s2.Agent != s.Agent || s2.PidNS != s.PidNS || !slices.Equal(s2.Groups, s.Groups) {
 			t.Fatalf("%q: written back as %q: %+v, %v", b, s.marshal(), s2, err)
 		}
 	})
@@ -116,13 +117,18 @@ func writeState(t *testing.T, dir, name string, s agentState) string {
 }
 
 // TestReapDeadAgents: the groups of a dead agent's state file end, the
-// leader's child included, and the file goes; a live agent's groups and a
-// file that is not a state file are left alone.
+// leader's child included, and the file goes; a live agent's groups, a
+// dead agent's of another PID namespace, and a file that is not a state
+// file are left alone.
 func TestReapDeadAgents(t *testing.T) {
 	dir := t.TempDir()
 	_, myStart, ok := procStat(os.Getpid())
 	if !ok {
 		t.Skip("no /proc")
+	}
+	ns, err := pidNamespace()
+	if err != nil {
+		t.Fatal(err)
 	}
 	orphan, orphanChild := spawnGroup(t)
 	kept, keptChild := spawnGroup(t)
@@ -135,8 +141,9 @@ func TestReapDeadAgents(t *testing.T) {
 	}
 	// This process under another start time is an agent whose PID has
 	// since been given to someone else: dead.
-	dead := writeState(t, dir, "agent-1.state", agentState{Agent: procID{os.Getpid(), myStart + 1}, Groups: []procID{group(orphan)}})
-	live := writeState(t, dir, "agent-2.state", agentState{Agent: procID{os.Getpid(), myStart}, Groups: []procID{group(kept)}})
+	dead := writeState(t, dir, "agent-1.state", agentState{Agent: procID{os.Getpid(), myStart + 1}, PidNS: ns, Groups: []procID{group(orphan)}})
+	live := writeState(t, dir, "agent-2.state", agentState{Agent: procID{os.Getpid(), myStart}, PidNS: ns, Groups: []procID{group(kept)}})
+	foreign := writeState(t, dir, "agent-4.state", agentState{Agent: procID{os.Getpid(), myStart + 1}, PidNS: ns + 1, Groups: []procID{group(kept)}})
 	junk := filepath.Join(dir, "agent-3.state")
 	os.WriteFile(junk, []byte("group "+strconv.Itoa(kept.Process.Pid)+" 0\n"), 0o600)
 	fds := []int{pidfdOf(t, orphan.Process.Pid), pidfdOf(t, orphanChild)}
@@ -157,7 +164,7 @@ func TestReapDeadAgents(t *testing.T) {
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("dead agent's state file: %v, want it removed", err)
 	}
-	for _, p := range []string{live, junk} {
+	for _, p := range []string{live, junk, foreign} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s: %v, want it kept", p, err)
 		}

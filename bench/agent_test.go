@@ -405,6 +405,12 @@ func TestAgentSweep(t *testing.T) {
 	if n := len(sa.started); n != 2 {
 		t.Fatalf("%d servers started for 2 runs", n)
 	}
+	// quic-go takes no Reno: a note, and nothing started for it.
+	o.Configs, _ = SweepConfigs("cc", []string{"reno"}, "")
+	o.Pairs, o.Profile = []Pair{{"quic-go", "quic-go"}}, false
+	if res, _, err := MeasureRemote(t.Context(), o, "sweep", srv, cli); err == nil || res == nil || len(res.Unsupported) != 1 {
+		t.Errorf("quic-go with Reno through agents: %v, want it noted as unsupported", err)
+	}
 	for _, p := range []string{"mtu", "offload", "rcvbuf", "rate"} {
 		cfgs, err := SweepConfigs(p, []string{strings.Split(SweepParams[p], ",")[0]}, "")
 		if err != nil {

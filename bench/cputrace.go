@@ -10,8 +10,8 @@ import (
 
 // CPUTrace is a run's CPU utilisation over time: each value is CPUs
 // busy over one interval (1 = one core all the time, i.e. CPU seconds per
-// second), rounded to 0.001. Local runs sample every traceInterval, since
-// a 100 MB transfer lasts about a second here; agents once a second. Server and Client are the endpoints' processes (user + system
+// second), rounded to 0.001. Runs sample every traceInterval, since a
+// 100 MB transfer lasts about a second here. Server and Client are the endpoints' processes (user + system
 // time of the process, /proc/PID/stat); SoftIRQ and IRQ are machine-wide,
 // the softirq and hardware-interrupt time of every CPU of the sampling
 // host (/proc/stat's "cpu" line), which no process owns: on loopback or a
@@ -134,13 +134,15 @@ func parseHostIRQ(stat string) (irq, softirq time.Duration, ok bool) {
 }
 
 // remoteTrace builds a run's trace from its agents' cumulative samples,
-// which each agent takes once a second from its endpoint's start; the
-// machine-wide times are the client host's.
+// which each agent takes at its own interval from its endpoint's start;
+// the machine-wide times are the client host's.
 func remoteTrace(server, client []CPUSample, clientAgent string) *CPUTrace {
 	if len(client) < 2 {
 		return nil
 	}
-	t := &CPUTrace{Interval: time.Second, Host: clientAgent}
+	n := len(client) - 1
+	iv := ((client[n].T - client[0].T) / time.Duration(n)).Round(time.Millisecond)
+	t := &CPUTrace{Interval: iv, Host: clientAgent}
 	diffs := func(s []CPUSample, f func(CPUSample) time.Duration) []float64 {
 		var out []float64
 		for i := 1; i < len(s); i++ {

@@ -31,7 +31,9 @@ func runHandshakes(ctx context.Context, o *Options, ws *workspace, env *environm
 	before := env.udp(s.clientNS)
 	cli, err := start(spec)
 	if err == nil {
+		tr := traceCPU(srv.p.Pid(), cli.p.Pid())
 		r.ClientCPU, err = cli.wait(ctx)
+		r.CPUTrace = tr.finish()
 	}
 	var serr error
 	r.ServerCPU, serr = srv.stop()

@@ -161,6 +161,9 @@ func writeSweepReport(w io.Writer, r StoredResult, chart func(string, []byte) st
 		fmt.Fprintf(w, " %s |\n", strings.Join(cpu, " / "))
 		groups = append(groups, g)
 	}
+	for _, n := range r.Unsupported {
+		fmt.Fprintf(w, "\nNot run: %s %s: %s.\n", shortConfig(n.Config), n.Pair, firstLine(n.Reason))
+	}
 	base := runBase(r.File)
 	fmt.Fprintf(w, "\n![goodput per configuration, median with min–max whiskers](%s)\n",
 		chart(base+"-goodput.svg", barChartSVG("Goodput, "+base, "goodput Mbit/s (median, min–max)", names, groups)))
