@@ -149,7 +149,9 @@ func Merge(old, add *Dataset) (*Dataset, error) {
 	return out, nil
 }
 
-// Export reads target's runs from st, in history order.
+// Export reads target's runs from st, in history order. A run that did
+// not finish (a sweep stopped in the middle of a release) is left out:
+// its missing scenarios would read as changes.
 func Export(ctx context.Context, st store.Store, target string) (*Dataset, error) {
 	cells, err := st.History(ctx, target, "")
 	if err != nil {
@@ -160,12 +162,20 @@ func Export(ctx context.Context, st store.Store, target string) (*Dataset, error
 	}
 	ds := &Dataset{Schema: Schema, Name: target}
 	byRun := map[int64]int{}
+	unfinished := map[int64]bool{}
 	for _, c := range cells {
+		if unfinished[c.RunID] {
+			continue
+		}
 		i, ok := byRun[c.RunID]
 		if !ok {
 			run, err := st.Run(ctx, c.RunID)
 			if err != nil {
 				return nil, err
+			}
+			if run.Finished.IsZero() {
+				unfinished[c.RunID] = true
+				continue
 			}
 			i = len(ds.Runs)
 			byRun[c.RunID] = i

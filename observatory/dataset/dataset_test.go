@@ -92,6 +92,19 @@ func TestExportImport(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if err := src.FinishRun(ctx, again.ID, again.Started.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		// A sweep stopped in the middle of v0.42.0: its run is left out.
+		cut, err := src.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go v0.42.0", ToolVersion: "test", Started: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.AddResult(ctx, store.Record{RunID: cut.ID, ToolVersion: "test", Scenario: "hs-v1-basic", Verdict: "pass", Sentence: "cut short",
+			Target:   store.Target{Name: "quic-go releases", Implementation: "quic-go", Version: "v0.42.0"},
+			Evidence: json.RawMessage(`{"scenario":"hs-v1-basic","verdict":"pass"}`), Time: cut.Started}); err != nil {
+			t.Fatal(err)
+		}
 		ds, err := Export(ctx, src, "quic-go releases")
 		if err != nil {
 			t.Fatal(err)
