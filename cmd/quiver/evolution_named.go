@@ -83,6 +83,9 @@ func writeNamedChanges(w io.Writer, fch map[string][]facts.Change, vch map[strin
 			if len(at) > 0 {
 				found++
 			}
+			if len(at) > 1 {
+				status += fmt.Sprintf("; %d changes of it along the releases", len(at))
+			}
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s |", mdCell(n.Target), mdCell(n.What), n.Release, mdCell(strings.Join(at, "; ")), mdCell(status)))
 	}
