@@ -37,6 +37,22 @@ func trackExport(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 			ds.Measured = r.Started
 		}
 	}
+	if o.merge {
+		// Per-release or per-role sweeps of one target, in several
+		// stores, go into one file; each result keeps its measurement.
+		if f, err := os.Open(args[0]); err == nil {
+			old, rerr := dataset.Read(f)
+			f.Close()
+			if rerr != nil {
+				return fmt.Errorf("%s: %w", args[0], rerr)
+			}
+			if ds, err = dataset.Merge(old, ds); err != nil {
+				return err
+			}
+		} else if !os.IsNotExist(err) {
+			return err
+		}
+	}
 	var buf bytes.Buffer
 	if err := dataset.Write(&buf, ds); err != nil {
 		return err

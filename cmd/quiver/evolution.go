@@ -85,6 +85,7 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 	fmt.Fprintln(w, "parameters decoded, ECN codepoints seen, ACK ratio as packets per ACK), leaving out timings, random values and facts")
 	fmt.Fprintln(w, "that change back and forth. Notes on building old releases and on the causes of earlier findings are in")
 	fmt.Fprintln(w, "[evolution-notes.md](evolution-notes.md).")
+	allFacts, allVerdicts, swept := map[string][]facts.Change{}, map[string][]results.Change{}, map[string][]string{}
 	for _, ds := range dss {
 		cells, err := st.History(ctx, ds.Name, "")
 		if err != nil {
@@ -100,6 +101,7 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 		for _, r := range ds.Runs {
 			versions = append(versions, r.Version)
 		}
+		allFacts[ds.Name], allVerdicts[ds.Name], swept[ds.Name] = fch, ch, versions
 		kinds := map[results.ChangeKind]int{}
 		for _, c := range ch {
 			kinds[c.Kind]++
@@ -112,9 +114,12 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 			}
 		}
 		fmt.Fprintf(w, "\n## %s\n\n", ds.Name)
-		fmt.Fprintf(w, "Reproduce: `%s` at Quiver commit `%s` (the suite that measured), then\n"+
-			"`quiver track export --db sweeps.db --target '%s' FILE.json.gz` and `quiver track evolution > docs/evolution.md`;\n",
-			cmp.Or(ds.Command, "(command not recorded)"), cmp.Or(ds.Commit, "unknown"), ds.Name)
+		fmt.Fprintf(w, "Reproduce: `%s` at Quiver commit `%s` (the suite that measured),\n",
+			cmp.Or(ds.Command, "(command not recorded)"), cmp.Or(ds.Commit, "unknown"))
+		for _, src := range ds.Sources {
+			fmt.Fprintf(w, "merged with the results it did not measure again: `%s` at `%s`,\n", src.Command, src.Commit)
+		}
+		fmt.Fprintf(w, "then `quiver track export --db sweeps.db --target '%s' --merge FILE.json.gz` and `quiver track evolution > docs/evolution.md`;\n", ds.Name)
 		fmt.Fprintf(w, "measured up to %s. %d releases: %s.\n\n", ds.Measured.Format("2006-01-02"), len(ds.Runs), strings.Join(versions, ", "))
 		fmt.Fprintf(w, "**%d changes found**: %d verdict changes (%s) and %d fact changes.\n\n", len(ch)+len(fch), len(ch), strings.Join(tally, ", "), len(fch))
 		if len(fch) > 0 {
@@ -152,5 +157,6 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 			fmt.Fprintln(w)
 		}
 	}
+	writeNamedChanges(w, allFacts, allVerdicts, swept)
 	return nil
 }

@@ -41,7 +41,18 @@ type Dataset struct {
 	Command  string    `json:"command"`
 	Commit   string    `json:"commit"`
 	Measured time.Time `json:"measured"`
-	Runs     []Run     `json:"runs"`
+	// Sources are the earlier measurements merged into the dataset (track
+	// export --merge), each with its command and commit; a result names
+	// the one that measured it (Result.Source).
+	Sources []Source `json:"sources,omitempty"`
+	Runs    []Run    `json:"runs"`
+}
+
+// Source is one measurement: the command that ran and the Quiver commit
+// that ran it.
+type Source struct {
+	Command string `json:"command"`
+	Commit  string `json:"commit"`
 }
 
 // Run is one run of the history (a release, in a sweep).
@@ -64,9 +75,83 @@ type Result struct {
 	Sentence string          `json:"sentence"`
 	Facts    json.RawMessage `json:"facts,omitempty"` // the suite's facts: [{"key", "value"}]
 	Error    string          `json:"error,omitempty"`
+	// Source is 1 + the index in Dataset.Sources of the measurement that
+	// made this result; 0 is the dataset's own Command and Commit.
+	Source int `json:"source,omitempty"`
 }
 
-// Export reads target's runs from st, in history order.
+// SourceOf returns the measurement that made a result of ds.
+func (ds *Dataset) SourceOf(res Result) Source {
+	if res.Source > 0 && res.Source <= len(ds.Sources) {
+		return ds.Sources[res.Source-1]
+	}
+	return Source{Command: ds.Command, Commit: ds.Commit}
+}
+
+// Merge adds the runs of add (a newer measurement of the same target) to
+// old and returns the merged dataset: its Command and Commit are add's,
+// and old's measurements become Sources that its results keep naming. A
+// release in both keeps old's results of the scenarios add did not
+// measure and takes add's for the others; releases stay in release order.
+func Merge(old, add *Dataset) (*Dataset, error) {
+	if old.Name != add.Name {
+		return nil, fmt.Errorf("dataset %q cannot merge into %q", add.Name, old.Name)
+	}
+	out := &Dataset{Schema: Schema, Name: add.Name, Command: add.Command, Commit: add.Commit, Measured: add.Measured}
+	if old.Measured.After(out.Measured) {
+		out.Measured = old.Measured
+	}
+	// index finds or adds a measurement; 0 is add's own.
+	index := func(src Source) int {
+		if src == (Source{Command: add.Command, Commit: add.Commit}) {
+			return 0
+		}
+		for i, s := range out.Sources {
+			if s == src {
+				return i + 1
+			}
+		}
+		out.Sources = append(out.Sources, src)
+		return len(out.Sources)
+	}
+	byVersion := map[string]int{}
+	for _, from := range []*Dataset{old, add} {
+		for _, r := range from.Runs {
+			res := make([]Result, len(r.Results))
+			for i, x := range r.Results {
+				x.Source = index(from.SourceOf(x))
+				res[i] = x
+			}
+			i, ok := byVersion[r.Version]
+			if !ok || r.Version == "" {
+				r.Results = res
+				byVersion[r.Version] = len(out.Runs)
+				out.Runs = append(out.Runs, r)
+				continue
+			}
+			m := &out.Runs[i]
+			for _, x := range res {
+				if j := slices.IndexFunc(m.Results, func(y Result) bool { return y.Scenario == x.Scenario }); j >= 0 {
+					m.Results[j] = x
+				} else {
+					m.Results = append(m.Results, x)
+				}
+			}
+			m.ToolVersion = r.ToolVersion
+			if r.Finished.After(m.Finished) {
+				m.Finished = r.Finished
+			}
+		}
+	}
+	if !slices.ContainsFunc(out.Runs, func(r Run) bool { return !results.IsVersion(r.Version) }) {
+		slices.SortStableFunc(out.Runs, func(a, b Run) int { return results.CompareVersions(a.Version, b.Version) })
+	}
+	return out, nil
+}
+
+// Export reads target's runs from st, in history order. A run that did
+// not finish (a sweep stopped in the middle of a release) is left out:
+// its missing scenarios would read as changes.
 func Export(ctx context.Context, st store.Store, target string) (*Dataset, error) {
 	cells, err := st.History(ctx, target, "")
 	if err != nil {
@@ -77,12 +162,20 @@ func Export(ctx context.Context, st store.Store, target string) (*Dataset, error
 	}
 	ds := &Dataset{Schema: Schema, Name: target}
 	byRun := map[int64]int{}
+	unfinished := map[int64]bool{}
 	for _, c := range cells {
+		if unfinished[c.RunID] {
+			continue
+		}
 		i, ok := byRun[c.RunID]
 		if !ok {
 			run, err := st.Run(ctx, c.RunID)
 			if err != nil {
 				return nil, err
+			}
+			if run.Finished.IsZero() {
+				unfinished[c.RunID] = true
+				continue
 			}
 			i = len(ds.Runs)
 			byRun[c.RunID] = i
@@ -185,6 +278,9 @@ func Decode(b []byte) (*Dataset, error) {
 		for _, res := range r.Results {
 			if res.Scenario == "" || res.Verdict == "" {
 				return nil, fmt.Errorf("dataset %s: run %d has a result without a scenario or verdict", ds.Name, i)
+			}
+			if res.Source < 0 || res.Source > len(ds.Sources) {
+				return nil, fmt.Errorf("dataset %s: %s: source %d of %d", ds.Name, res.Scenario, res.Source, len(ds.Sources))
 			}
 			if len(res.Facts) > 0 && !json.Valid(res.Facts) {
 				return nil, fmt.Errorf("dataset %s: %s: facts are not JSON", ds.Name, res.Scenario)

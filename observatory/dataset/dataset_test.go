@@ -92,6 +92,19 @@ func TestExportImport(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if err := src.FinishRun(ctx, again.ID, again.Started.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		// A sweep stopped in the middle of v0.42.0: its run is left out.
+		cut, err := src.CreateRun(ctx, store.NewRun{Campaign: "sweep quic-go v0.42.0", ToolVersion: "test", Started: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.AddResult(ctx, store.Record{RunID: cut.ID, ToolVersion: "test", Scenario: "hs-v1-basic", Verdict: "pass", Sentence: "cut short",
+			Target:   store.Target{Name: "quic-go releases", Implementation: "quic-go", Version: "v0.42.0"},
+			Evidence: json.RawMessage(`{"scenario":"hs-v1-basic","verdict":"pass"}`), Time: cut.Started}); err != nil {
+			t.Fatal(err)
+		}
 		ds, err := Export(ctx, src, "quic-go releases")
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +161,8 @@ func TestDecodeRejects(t *testing.T) {
 		`{`, `{"schema":"other/1","name":"x"}`, `{"schema":"quiver-dataset/1"}`,
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{}]}`,
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s"}]}]}`,
+		// A result naming a measurement the dataset does not list.
+		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass","source":1}]}]}`,
 	} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s): no error", bad)
@@ -155,6 +170,63 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	if _, err := Read(strings.NewReader("not gzip")); err == nil {
 		t.Error("Read of a file that is not gzip: no error")
+	}
+}
+
+// Merge keeps each result's measurement: a release in both datasets takes
+// the newer results of the scenarios measured again and keeps the others,
+// a release only in one is kept, and the order is the releases'.
+func TestMerge(t *testing.T) {
+	res := func(sc, v string) Result { return Result{Scenario: sc, Verdict: v} }
+	old := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep A", Commit: "aaaa", Runs: []Run{
+		{Version: "v0.2.0", Results: []Result{res("s1", "pass"), res("s2", "fail")}},
+		{Version: "v0.10.0", Results: []Result{res("s1", "pass")}},
+	}}
+	older := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep B", Commit: "bbbb", Runs: []Run{
+		{Version: "v0.1.0", Results: []Result{res("s1", "fail")}},
+	}}
+	first, err := Merge(older, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep C", Commit: "cccc", Runs: []Run{
+		{Version: "v0.2.0", ToolVersion: "new", Results: []Result{res("s2", "pass"), res("s3", "pass")}},
+		{Version: "v0.3.0", Results: []Result{res("s3", "pass")}},
+	}}
+	m, err := Merge(first, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range m.Runs {
+		for _, x := range r.Results {
+			src := m.SourceOf(x)
+			got = append(got, fmt.Sprintf("%s %s %s by %q at %s", r.Version, x.Scenario, x.Verdict, src.Command, src.Commit))
+		}
+	}
+	want := []string{
+		`v0.1.0 s1 fail by "sweep B" at bbbb`,
+		`v0.2.0 s1 pass by "sweep A" at aaaa`,
+		`v0.2.0 s2 pass by "sweep C" at cccc`,
+		`v0.2.0 s3 pass by "sweep C" at cccc`,
+		`v0.3.0 s3 pass by "sweep C" at cccc`,
+		`v0.10.0 s1 pass by "sweep A" at aaaa`,
+	}
+	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
+		t.Errorf("merged:\n%s\nwant:\n%s", g, w)
+	}
+	if m.Command != "sweep C" || m.Commit != "cccc" || len(m.Sources) != 2 {
+		t.Errorf("merged measurement %q at %q, sources %+v", m.Command, m.Commit, m.Sources)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(&buf); err != nil {
+		t.Errorf("the merged dataset does not read back: %v", err)
+	}
+	if _, err := Merge(old, &Dataset{Name: "y releases"}); err == nil {
+		t.Error("datasets of two targets merged")
 	}
 }
 
