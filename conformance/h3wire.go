@@ -425,7 +425,7 @@ func (v *h3Seen) streamError(id uint64) (frameAt, uint64, bool) {
 // Family K, second part: a complete request, the reserved values HTTP/3
 // must ignore, malformed messages, push and error-code rules, and QPACK's
 // dynamic table. The tester speaks HTTP/3 by hand on the engine's
-// streams (family_k_s3h3_wire.go) and judges from the recorded packets.
+// streams (h3wire.go) and judges from the recorded packets.
 
 // judged is a judging function's outcome, before it becomes a check.
 type judged struct {

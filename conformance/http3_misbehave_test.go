@@ -180,7 +180,7 @@ func (s scriptedH3) knownUni(b []byte) bool {
 }
 
 // TestMisbehavingH3Server shows that the family K scenarios of
-// family_k_s3h3*.go fail against a server that breaks their rules.
+// http3.go and h3wire.go fail against a server that breaks their rules.
 func TestMisbehavingH3Server(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios against scripted servers")
