@@ -14,9 +14,12 @@ import "github.com/quiver-quic/quiver/quic/streams"
 // it goes at once.
 
 // queueResetReplyLocked queues st's RESET_STREAM in reply to STOP_SENDING:
-// lazily when st has nothing else queued. c.mu is held.
+// lazily when st has nothing else queued. A connection with a Probe (the
+// conformance tester's, and misbehaving peers built for its tests) replies
+// at once, so that the datagrams its scenarios script stay as they were.
+// c.mu is held.
 func (c *Conn) queueResetReplyLocked(st *Stream) {
-	if st.queued || st.lazy {
+	if st.queued || st.lazy || c.probe != nil {
 		c.queueSendLocked(st)
 		return
 	}
@@ -43,6 +46,11 @@ func (c *Conn) queueLazyResetsLocked() {
 // releaseLazyResets queues the waiting resets for this turn unless an ACK
 // of the application space is pending, whose packet will carry them.
 func (c *Conn) releaseLazyResets() {
+	// Only the loop changes lazyReset (onStopSending and the functions
+	// here run on it), so its length can be read without c.mu.
+	if len(c.streams.lazyReset) == 0 {
+		return
+	}
 	if !c.spaces[appSpace].acks.deadline().IsZero() && !c.closing.active() {
 		return
 	}

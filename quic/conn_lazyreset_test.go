@@ -73,8 +73,12 @@ func TestLazyResetReply(t *testing.T) {
 		sent := c.Stats().DatagramsSent - before
 		time.Sleep(100 * time.Millisecond) // past max_ack_delay: the last reset goes with the ACK
 		synctest.Wait()
-		if sent > k {
-			t.Errorf("%d exchanges: the client sent %d datagrams, want at most one per exchange", k, sent)
+		// One datagram per exchange, the request with the previous reset;
+		// an immediate ACK now and then when the server's answer and FIN
+		// leave in two packets (two stream calls). A reset sent at once
+		// makes it two per exchange, every time.
+		if sent > k+k/2 {
+			t.Errorf("%d exchanges: the client sent %d datagrams, want about one per exchange (at most %d)", k, sent, k+k/2)
 		}
 		for i := range k + 1 {
 			select {
