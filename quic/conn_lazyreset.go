@@ -19,7 +19,7 @@ import "github.com/quiver-quic/quiver/quic/streams"
 // at once, so that the datagrams its scenarios script stay as they were.
 // c.mu is held.
 func (c *Conn) queueResetReplyLocked(st *Stream) {
-	if st.queued || st.lazy || c.probe != nil {
+	if st.queued || st.lazy || c.hooks != nil {
 		c.queueSendLocked(st)
 		return
 	}
