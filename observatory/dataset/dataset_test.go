@@ -226,6 +226,13 @@ func TestMerge(t *testing.T) {
 	if _, err := Read(&buf); err != nil {
 		t.Errorf("the merged dataset does not read back: %v", err)
 	}
+	// Measured again in full, an older measurement is no longer named.
+	again := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep D", Commit: "dddd", Runs: []Run{
+		{Version: "v0.1.0", Results: []Result{res("s1", "pass")}},
+	}}
+	if m2, err := Merge(m, again); err != nil || len(m2.Sources) != 2 || m2.SourceOf(m2.Runs[1].Results[0]).Commit != "aaaa" {
+		t.Errorf("after measuring v0.1.0 again: sources %+v, %v", m2.Sources, err)
+	}
 	if _, err := Merge(old, &Dataset{Name: "y releases"}); err == nil {
 		t.Error("datasets of two targets merged")
 	}
