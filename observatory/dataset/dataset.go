@@ -146,6 +146,27 @@ func Merge(old, add *Dataset) (*Dataset, error) {
 	if !slices.ContainsFunc(out.Runs, func(r Run) bool { return !results.IsVersion(r.Version) }) {
 		slices.SortStableFunc(out.Runs, func(a, b Run) int { return results.CompareVersions(a.Version, b.Version) })
 	}
+	// A measurement whose every result was measured again is dropped.
+	used := make([]bool, len(out.Sources)+1)
+	for _, r := range out.Runs {
+		for _, x := range r.Results {
+			used[x.Source] = true
+		}
+	}
+	renum := make([]int, len(out.Sources)+1)
+	var kept []Source
+	for i, src := range out.Sources {
+		if used[i+1] {
+			kept = append(kept, src)
+			renum[i+1] = len(kept)
+		}
+	}
+	out.Sources = kept
+	for ri := range out.Runs {
+		for xi := range out.Runs[ri].Results {
+			out.Runs[ri].Results[xi].Source = renum[out.Runs[ri].Results[xi].Source]
+		}
+	}
 	return out, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,13 @@ func TestMerge(t *testing.T) {
 	if _, err := Read(&buf); err != nil {
 		t.Errorf("the merged dataset does not read back: %v", err)
 	}
+	// Measured again in full, an older measurement is no longer named.
+	again := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep D", Commit: "dddd", Runs: []Run{
+		{Version: "v0.1.0", Results: []Result{res("s1", "pass")}},
+	}}
+	if m2, err := Merge(m, again); err != nil || len(m2.Sources) != 2 || m2.SourceOf(m2.Runs[1].Results[0]).Commit != "aaaa" {
+		t.Errorf("after measuring v0.1.0 again: sources %+v, %v", m2.Sources, err)
+	}
 	if _, err := Merge(old, &Dataset{Name: "y releases"}); err == nil {
 		t.Error("datasets of two targets merged")
 	}
@@ -240,14 +248,25 @@ func TestEmbedded(t *testing.T) {
 	var names []string
 	for _, ds := range dss {
 		names = append(names, fmt.Sprintf("%s:%d", ds.Name, len(ds.Runs)))
-		if ds.Commit == "" || ds.Command == "" {
-			t.Errorf("dataset %s does not say how it was measured", ds.Name)
+		// The newest measurement names the full commit it ran at, so
+		// that it can be checked out and run again.
+		if ds.Command == "" || !fullCommit.MatchString(ds.Commit) {
+			t.Errorf("dataset %s: measured by %q at commit %q; want the command and a full 40-character commit", ds.Name, ds.Command, ds.Commit)
+		}
+		for i, src := range ds.Sources {
+			if src.Command == "" || src.Commit == "" {
+				t.Errorf("dataset %s: source %d does not say how it was measured: %+v", ds.Name, i+1, src)
+			}
 		}
 	}
-	if len(dss) == 0 || !strings.Contains(fmt.Sprint(names), "quic-go releases:") {
-		t.Errorf("embedded datasets %v, want quic-go's", names)
+	for _, want := range []string{"quic-go releases:", "go-x-net releases:", "quic-go clients:", "go-x-net clients:"} {
+		if !strings.Contains(fmt.Sprint(names), want) {
+			t.Errorf("embedded datasets %v lack %s", names, strings.TrimSuffix(want, ":"))
+		}
 	}
 }
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1",` +

@@ -68,6 +68,31 @@ func TestSweepQuicGoOldReleases(t *testing.T) {
 	if !slices.Equal(versions, []string{"v0.40.1", "v0.43.1"}) {
 		t.Errorf("history of %s: versions %v, want v0.40.1 then v0.43.1", TargetName(im), versions)
 	}
+
+	// The same builds as clients: the client-facing suite launches each
+	// release's client, stored under "quic-go clients", with the size
+	// quic-go pads its first Initial to before v0.44.0.
+	s.Role, s.Scenarios = RoleClient, []string{"cli-initial-datagram-size"}
+	outs, err = s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		if o.Err != nil || o.Run.ID == 0 || o.Counts["pass"] != 1 || !o.Build.Cached {
+			t.Errorf("client %s: run %d, counts %v, cached %v, err %v; want cli-initial-datagram-size to pass on the cached build", o.Version, o.Run.ID, o.Counts, o.Build.Cached, o.Err)
+		}
+	}
+	fcells, err := st.FactCells(ctx, store.FactFilter{Target: "quic-go clients", Key: "initial.client-first-datagram-size"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, c := range fcells {
+		sizes = append(sizes, c.Target.Version+" "+c.Value)
+	}
+	if !slices.Equal(sizes, []string{"v0.40.1 1252", "v0.43.1 1252"}) {
+		t.Errorf("first Initial sizes of quic-go clients: %v, want 1252 bytes at both", sizes)
+	}
 }
 
 // TestFindImplFromManifest: a sweep's implementations are the peers
