@@ -322,17 +322,39 @@ func TestS3HSIPv6Peers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			p, err := im.StartServer(ctx, peers.ServerOpts{Addr: "[::1]:0", CertFile: certFile, KeyFile: keyFile, Root: writeRoot(t), ALPN: tc.alpn, TestCase: tc.testCase})
-			if err != nil {
-				t.Fatalf("start %s on [::1]: %v", tc.name, err)
-			}
-			defer p.Stop()
-			rep := runSuite(t, Target{Name: tc.name, Address: p.Addr, SmallPath: "/" + smallFile}, []string{"hs-v1-ipv6"}, nil)
-			if v, s := verdictOf(rep, "hs-v1-ipv6"); v != Pass {
-				t.Errorf("hs-v1-ipv6 against %s on %s: %s (%s), want pass", tc.name, p.Addr, v, s)
+			// A peer that never answers (seen about once in 60 starts of
+			// the x/net server under heavy CPU load, with nothing at all
+			// coming back) gives inconclusive or unsupported: the tester
+			// could not tell. That is the tester's right answer, not this
+			// test's subject, so a fresh peer gets one more try; a fail is
+			// never retried.
+			for attempt := 1; ; attempt++ {
+				v, s, addr := runIPv6Once(t, im, certFile, keyFile, tc.alpn, tc.testCase)
+				if v == Pass {
+					break
+				}
+				if attempt == 1 && (v == Inconclusive || v == Unsupported) {
+					t.Logf("attempt 1 against %s on %s: %s (%s); a fresh peer is tried once more", tc.name, addr, v, s)
+					continue
+				}
+				t.Errorf("hs-v1-ipv6 against %s on %s: %s (%s), want pass", tc.name, addr, v, s)
+				break
 			}
 		})
 	}
+}
+
+// runIPv6Once starts im's server on [::1] and runs hs-v1-ipv6 against it.
+func runIPv6Once(t *testing.T, im peers.Impl, certFile, keyFile, alpn, testCase string) (Verdict, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := im.StartServer(ctx, peers.ServerOpts{Addr: "[::1]:0", CertFile: certFile, KeyFile: keyFile, Root: writeRoot(t), ALPN: alpn, TestCase: testCase})
+	if err != nil {
+		t.Fatalf("start %s on [::1]: %v", im.Name, err)
+	}
+	defer p.Stop()
+	rep := runSuite(t, Target{Name: im.Name, Address: p.Addr, SmallPath: "/" + smallFile}, []string{"hs-v1-ipv6"}, nil)
+	v, s := verdictOf(rep, "hs-v1-ipv6")
+	return v, s, p.Addr
 }
