@@ -287,12 +287,14 @@ func (t *T) ticket(ctx context.Context, need0RTT bool, o DialOptions) *resumptio
 	return r
 }
 
-// early runs connection 2 with DialEarly; until before returns, frames
-// injected go in 0-RTT packets. It waits for the server's
-// EncryptedExtensions (or a close) and reports whether the server
-// accepted early data.
-func (t *T) early(ctx context.Context, r *resumption, label string, versions []uint32, before func(c *Conn)) (*Conn, bool) {
-	c, err := t.Dial(ctx, DialOptions{Label: label, Early: true, Versions: versions, Config: sessionConfig(r.cache, r.tokens)})
+// early runs connection 2 with DialEarly. The frames leave in its first
+// 0-RTT packet (and again in one after a Retry, which discards the
+// packets before it), however fast the handshake completes; before runs
+// once the dial returns. It waits for the server's EncryptedExtensions
+// (or a close) and reports whether the server accepted early data.
+func (t *T) early(ctx context.Context, r *resumption, label string, versions []uint32, frames []wire.Frame, before func(c *Conn)) (*Conn, bool) {
+	c, err := t.Dial(ctx, DialOptions{Label: label, Early: true, Versions: versions, Config: sessionConfig(r.cache, r.tokens),
+		Probe: quic.Probe{EarlyFrames: frames}})
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The resumed connection failed: %v.", err), events(Context, lastN(received(t.rec.snapshot(), c.trace.id, 0), 3)...)...)
 	}
@@ -353,7 +355,7 @@ func afterRetry(ps []*packet, conn int, early []*packet) ([]*packet, bool) {
 // data is rejected.
 func (t *T) earlyTP(ctx context.Context) (old, cur *wire.TransportParameters) {
 	r := t.ticket(ctx, true, DialOptions{})
-	c, acc := t.early(ctx, r, "0-RTT", nil, func(c *Conn) { c.Ping() })
+	c, acc := t.early(ctx, r, "0-RTT", nil, []wire.Frame{&wire.PingFrame{}}, nil)
 	if !acc {
 		t.Unsupported("The server rejected early data on the resumed connection, so the remembered limits need not hold.")
 	}
@@ -371,26 +373,29 @@ func (t *T) earlyTP(ctx context.Context) (old, cur *wire.TransportParameters) {
 func (t *T) provoke0RTT(ctx context.Context, build func(r *resumption) (wire.Frame, Expectation)) {
 	r := t.ticket(ctx, true, DialOptions{})
 	f, e := build(r)
-	mark := 0
-	c, acc := t.early(ctx, r, "0-RTT offence", nil, func(c *Conn) {
-		mark = t.mark()
-		c.Inject(spaceApp, f)
-	})
+	c, acc := t.early(ctx, r, "0-RTT offence", nil, []wire.Frame{f}, nil)
 	carried, beforeRetry := false, false
 	ps := t.rec.snapshot()
 	all := sent0RTT(ps, c.ID())
 	early, retried := afterRetry(ps, c.ID(), all)
+	var trigger *packet
 	for _, p := range all {
 		if p.has(f.Type()) {
 			carried = carried || slices.Contains(early, p)
 			beforeRetry = beforeRetry || !slices.Contains(early, p)
+			if trigger == nil && slices.Contains(early, p) {
+				trigger = p
+			}
 		}
 	}
+	// The judgement starts at the 0-RTT packet that carried the offence
+	// (after any Retry): it is the trigger, and only it.
+	mark := slices.Index(ps, trigger)
 	if !carried && retried && beforeRetry {
 		t.Inconclusive(fmt.Sprintf("The server answered with a Retry, which keeps no state, so the 0-RTT packet carrying %s before it was never processed, and the tester sent it no more.", e.Describe))
 	}
 	if !carried {
-		t.Inconclusive(fmt.Sprintf("The tester could not send %s (the resumed connection did not use 0-RTT in time).", e.Describe))
+		t.Inconclusive(fmt.Sprintf("The tester could not send %s (the resumed connection sent no 0-RTT packet).", e.Describe))
 	}
 	if !acc && firstClose(received(t.rec.snapshot(), c.ID(), mark)) == nil {
 		t.Inconclusive(fmt.Sprintf("The server rejected early data, so %s was never processed.", e.Describe))

@@ -680,11 +680,10 @@ func runTLS0RTTAccepted(ctx context.Context, t *T) {
 	var body []byte
 	var ferr error
 	done := make(chan struct{})
-	c, acc := t.early(ctx, r, "0-RTT", nil, func(c *Conn) {
-		// The PING is queued at once, so it leaves in 0-RTT however fast
-		// the handshake completes; the request may come too late for
-		// 0-RTT on loopback.
-		c.Ping()
+	// The PING leaves in the first 0-RTT packet however fast the
+	// handshake completes; the request may come too late for 0-RTT on
+	// loopback.
+	c, acc := t.early(ctx, r, "0-RTT", nil, []wire.Frame{&wire.PingFrame{}}, func(c *Conn) {
 		go func() {
 			defer close(done)
 			body, ferr = c.Fetch(ctx, t.profile.SmallPath)

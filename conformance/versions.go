@@ -466,7 +466,7 @@ func runV2CrossVersionTicket(ctx context.Context, t *T) {
 	}
 	probe.Close(0, "")
 	r := t.ticket(ctx, false, DialOptions{Versions: []uint32{protect.Version1}})
-	c, acc := t.early(ctx, r, "v2 with v1 ticket", []uint32{protect.Version2}, nil)
+	c, acc := t.early(ctx, r, "v2 with v1 ticket", []uint32{protect.Version2}, nil, nil)
 	// The server's long-header packets tell the version the connection
 	// ran in (the engine's ConnectionInfo is complete only once its
 	// handshake is).

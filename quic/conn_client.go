@@ -118,4 +118,9 @@ func (c *Conn) handleRetry(now time.Time, pkt []byte, h *wire.Header) {
 	// number keeps increasing ("the client MUST NOT reset the packet
 	// number for any packet number space after processing a Retry").
 	c.requeueCrypto(initialSpace)
+	// Frames a probe injected in 0-RTT packets were discarded with them.
+	if len(c.probeRT.injected0RTT) > 0 {
+		c.probeRT.inject[appSpace] = append(c.probeRT.injected0RTT, c.probeRT.inject[appSpace]...)
+		c.probeRT.injected0RTT = nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/quiver-quic/quiver/keylog"
@@ -132,6 +133,7 @@ func newConnWith(ep *Endpoint, cfg *Config, isClient bool, peer netip.AddrPort, 
 	}
 	if c.hooks != nil {
 		c.policy = c.hooks.Policy()
+		c.probeRT.inject[appSpace] = slices.Clone(c.policy.EarlyFrames)
 	}
 	c.closing.sentSignal = make(chan struct{})
 	c.handshakeAddr = peer

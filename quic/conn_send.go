@@ -513,6 +513,9 @@ func (c *Conn) appendFrames(now time.Time, space spaceID, buf []byte, end int, p
 			buf = inj[0].Append(buf)
 			log.add(sentFrame{kind: frOther})
 			p.ackElic = true
+			if p.early && c.isClient && !c.gotRetry {
+				c.probeRT.injected0RTT = append(c.probeRT.injected0RTT, inj[0])
+			}
 			inj = inj[1:]
 		}
 		c.probeRT.inject[space] = inj

@@ -87,6 +87,10 @@ type Policy struct {
 	// Keep0RTTKeys makes a server keep its 0-RTT keys for the life of the
 	// connection instead of dropping them with the first 1-RTT packet.
 	Keep0RTTKeys bool
+	// EarlyFrames are sent verbatim, ahead of everything else, in the
+	// connection's first application-space packet (a client's first
+	// 0-RTT packet when it offers early data), and again after a Retry.
+	EarlyFrames []wire.Frame
 	// InterceptDatagrams passes every datagram through DatagramOut; the
 	// connection then writes them one at a time (no GSO).
 	InterceptDatagrams bool

@@ -98,6 +98,12 @@ type Probe struct {
 	// it ignores RFC 9001 §4.9.3's recommended 3 × PTO on purpose, for the
 	// conformance suite's own tests.
 	Keep0RTTKeys bool
+	// EarlyFrames are sent verbatim, ahead of everything else, in the
+	// connection's first application-space packet: a client that offers
+	// early data sends them in its first 0-RTT packet, whatever the
+	// scheduling of the goroutine that dialed, and again in a 0-RTT
+	// packet after a Retry (which discards every 0-RTT packet before it).
+	EarlyFrames []wire.Frame
 }
 
 // Policy returns the switches of p (Hooks).
@@ -106,7 +112,7 @@ func (p *Probe) Policy() Policy {
 		NoAcks: p.NoAcks, AnyVersionTickets: p.AnyVersionTickets, NoRetransmit: p.NoRetransmit,
 		NoFlowControlCredit: p.NoFlowControlCredit, NoKeyUpdateAck: p.NoKeyUpdateAck, OpenWithOldKeys: p.OpenWithOldKeys,
 		KeyUpdateInterval: p.KeyUpdateInterval, KeyUpdateWithoutAck: p.KeyUpdateWithoutAck, KeepInitialKeys: p.KeepInitialKeys,
-		EarlyHandshakeDone: p.EarlyHandshakeDone, Keep0RTTKeys: p.Keep0RTTKeys,
+		EarlyHandshakeDone: p.EarlyHandshakeDone, Keep0RTTKeys: p.Keep0RTTKeys, EarlyFrames: p.EarlyFrames,
 		InterceptDatagrams: p.OnSendDatagram != nil || p.ECN != nil,
 	}
 }
@@ -204,6 +210,10 @@ const (
 // probeRuntime is the loop-owned state of probe actions.
 type probeRuntime struct {
 	inject [numSpaces][]wire.Frame
+	// injected0RTT are the injected frames sent in 0-RTT packets: a
+	// Retry means the server processed none of them (RFC 9000 §17.2.5),
+	// so handleRetry queues them again.
+	injected0RTT []wire.Frame
 }
 
 // openWithOldKeys opens a 1-RTT packet with the previous read keys (see

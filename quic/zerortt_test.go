@@ -183,3 +183,59 @@ func TestTicketVersionBound(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlyFrames: Probe.EarlyFrames leave in the client's first 0-RTT
+// packet, before anything the dialing goroutine does; after a Retry, which
+// discards every 0-RTT packet before it (RFC 9000 §17.2.5), they leave
+// again in a 0-RTT packet to the connection ID the Retry gave.
+func TestEarlyFrames(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newMemNet(10 * time.Millisecond)
+				scfg := testServerConfig(t, "hq-interop")
+				scfg.Allow0RTT = true
+				scfg.RequireRetry = retry
+				sep, cep, cache := zeroRTTSetup(t, n, scfg)
+				defer sep.Close()
+				defer cep.Close()
+
+				var first0RTT *PacketInfo
+				var dcids []string // of the 0-RTT packets that carry the PING
+				ccfg := testClientConfig(t, "hq-interop")
+				ccfg.TLSConfig.ClientSessionCache = cache
+				ccfg.Allow0RTT = true
+				ccfg.Probe = &Probe{EarlyFrames: []wire.Frame{&wire.PingFrame{}}, OnPacketSent: func(p PacketInfo) {
+					if p.Type != wire.PacketType0RTT {
+						return
+					}
+					if first0RTT == nil {
+						p.Payload = bytes.Clone(p.Payload)
+						first0RTT = &p
+					}
+					if len(p.Payload) > 0 && p.Payload[0] == 0x01 {
+						dcids = append(dcids, string(p.DCID))
+					}
+				}}
+				c, err := cep.DialEarly(t.Context(), "udp", testServerAddr, ccfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fetch(t.Context(), c, 1000); err != nil {
+					t.Fatal(err)
+				}
+				c.Close(0, "")
+				if first0RTT == nil || len(first0RTT.Payload) == 0 || first0RTT.Payload[0] != 0x01 {
+					t.Fatalf("first 0-RTT packet %+v, want a PING first", first0RTT)
+				}
+				want := 1
+				if retry {
+					want = 2
+				}
+				if len(dcids) != want || (retry && dcids[0] == dcids[1]) {
+					t.Errorf("PING in %d 0-RTT packets (DCIDs %x), want %d to distinct connection IDs", len(dcids), dcids, want)
+				}
+			})
+		})
+	}
+}
