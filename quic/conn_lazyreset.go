@@ -14,12 +14,10 @@ import "github.com/quiver-quic/quiver/quic/streams"
 // it goes at once.
 
 // queueResetReplyLocked queues st's RESET_STREAM in reply to STOP_SENDING:
-// lazily when st has nothing else queued. A connection with a Probe (the
-// conformance tester's, and misbehaving peers built for its tests) replies
-// at once, so that the datagrams its scenarios script stay as they were.
-// c.mu is held.
+// lazily when st has nothing else queued, at once when the connection's
+// Policy says ResetReplyAtOnce (every Probe does). c.mu is held.
 func (c *Conn) queueResetReplyLocked(st *Stream) {
-	if st.queued || st.lazy || c.hooks != nil {
+	if st.queued || st.lazy || c.policy.ResetReplyAtOnce {
 		c.queueSendLocked(st)
 		return
 	}

@@ -12,7 +12,26 @@ import (
 // RPC's QUIC transport does. The client's RESET_STREAM in reply (RFC 9000
 // §3.5) rides with its next request instead of costing a datagram per
 // exchange, and still reaches the server: every stream ends on both sides.
+//
+// A connection whose Policy says ResetReplyAtOnce (every Probe, and here
+// a Hooks built on NoHooks that asks for it) replies at once: two
+// datagrams per exchange.
 func TestLazyResetReply(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hooks  Hooks
+		atOnce bool
+	}{{"no hooks", nil, false}, {"NoHooks", NoHooks{}, false}, {"Probe", &Probe{}, true}, {"policy", atOnceHooks{}, true}} {
+		t.Run(tc.name, func(t *testing.T) { testLazyResetReply(t, tc.hooks, tc.atOnce) })
+	}
+}
+
+// atOnceHooks asks for immediate replies through its Policy alone.
+type atOnceHooks struct{ NoHooks }
+
+func (atOnceHooks) Policy() Policy { return Policy{ResetReplyAtOnce: true} }
+
+func testLazyResetReply(t *testing.T, hooks Hooks, atOnce bool) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newMemNet(5 * time.Millisecond)
 		sep, err := NewEndpoint(n.listen(testServerAddr), testServerConfig(t, "hq-interop"))
@@ -47,7 +66,9 @@ func TestLazyResetReply(t *testing.T) {
 				}()
 			}
 		}()
-		c, err := cep.Dial(t.Context(), "udp", testServerAddr, testClientConfig(t, "hq-interop"))
+		ccfg := testClientConfig(t, "hq-interop")
+		ccfg.Probe = hooks
+		c, err := cep.Dial(t.Context(), "udp", testServerAddr, ccfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +98,11 @@ func TestLazyResetReply(t *testing.T) {
 		// an immediate ACK now and then when the server's answer and FIN
 		// leave in two packets (two stream calls). A reset sent at once
 		// makes it two per exchange, every time.
-		if sent > k+k/2 {
+		if atOnce {
+			if sent < 2*k {
+				t.Errorf("%d exchanges: the client sent %d datagrams, want two per exchange (the reset at once)", k, sent)
+			}
+		} else if sent > k+k/2 {
 			t.Errorf("%d exchanges: the client sent %d datagrams, want about one per exchange (at most %d)", k, sent, k+k/2)
 		}
 		for i := range k + 1 {

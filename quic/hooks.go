@@ -91,6 +91,11 @@ type Policy struct {
 	// connection's first application-space packet (a client's first
 	// 0-RTT packet when it offers early data), and again after a Retry.
 	EarlyFrames []wire.Frame
+	// ResetReplyAtOnce sends the RESET_STREAM that answers STOP_SENDING
+	// at once, in a packet of its own if need be, instead of with the
+	// next acknowledgment (both allowed: RFC 9000 §3.5 sets no
+	// deadline). Probes that script datagrams want it.
+	ResetReplyAtOnce bool
 	// InterceptDatagrams passes every datagram through DatagramOut; the
 	// connection then writes them one at a time (no GSO).
 	InterceptDatagrams bool

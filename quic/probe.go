@@ -113,6 +113,9 @@ func (p *Probe) Policy() Policy {
 		NoFlowControlCredit: p.NoFlowControlCredit, NoKeyUpdateAck: p.NoKeyUpdateAck, OpenWithOldKeys: p.OpenWithOldKeys,
 		KeyUpdateInterval: p.KeyUpdateInterval, KeyUpdateWithoutAck: p.KeyUpdateWithoutAck, KeepInitialKeys: p.KeepInitialKeys,
 		EarlyHandshakeDone: p.EarlyHandshakeDone, Keep0RTTKeys: p.Keep0RTTKeys, EarlyFrames: p.EarlyFrames,
+		// The conformance tester and the misbehaving peers of its tests
+		// script datagrams: replies to STOP_SENDING stay where they were.
+		ResetReplyAtOnce:   true,
 		InterceptDatagrams: p.OnSendDatagram != nil || p.ECN != nil,
 	}
 }
