@@ -376,6 +376,11 @@ func Decode(b []byte) (*Dataset, error) {
 			}
 		}
 	}
+	// A series measured at several commits says so, or its changes
+	// would read as the releases' when they may be the suite's.
+	if cs := ds.Commits(); len(cs) > 1 && !ds.MixedCommits {
+		return nil, fmt.Errorf("dataset %s: results measured at %s without mixed_commits", ds.Name, commitList(cs))
+	}
 	return &ds, nil
 }
 

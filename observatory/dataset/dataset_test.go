@@ -165,10 +165,18 @@ func TestDecodeRejects(t *testing.T) {
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s"}]}]}`,
 		// A result naming a measurement the dataset does not list.
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass","source":1}]}]}`,
+		// Results of two commits in one series, not marked as mixed.
+		`{"schema":"quiver-dataset/1","name":"x","commit":"aaaa","sources":[{"command":"c","commit":"bbbb"}],` +
+			`"runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass"},{"scenario":"t","verdict":"pass","source":1}]}]}`,
 	} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s): no error", bad)
 		}
+	}
+	mixed := `{"schema":"quiver-dataset/1","name":"x","commit":"aaaa","sources":[{"command":"c","commit":"bbbb"}],"mixed_commits":true,` +
+		`"runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass"},{"scenario":"t","verdict":"pass","source":1}]}]}`
+	if ds, err := Decode([]byte(mixed)); err != nil || fmt.Sprint(ds.Commits()) != "[aaaa bbbb]" {
+		t.Errorf("a dataset that says it mixes two commits: %v", err)
 	}
 	if _, err := Read(strings.NewReader("not gzip")); err == nil {
 		t.Error("Read of a file that is not gzip: no error")
