@@ -46,7 +46,7 @@ func trackExport(ctx context.Context, env *cmdEnv, o *trackOpts, args []string) 
 			if rerr != nil {
 				return fmt.Errorf("%s: %w", args[0], rerr)
 			}
-			if ds, err = dataset.Merge(old, ds); err != nil {
+			if ds, err = dataset.Merge(old, ds, o.mixedCommits); err != nil {
 				return err
 			}
 		} else if !os.IsNotExist(err) {

@@ -119,7 +119,14 @@ func writeEvolution(ctx context.Context, w io.Writer, st store.Store, dss []*dat
 		for _, src := range ds.Sources {
 			fmt.Fprintf(w, "merged with the results it did not measure again: `%s` at `%s`,\n", src.Command, src.Commit)
 		}
-		fmt.Fprintf(w, "then `quiver track export --db sweeps.db --target '%s' --merge FILE.json.gz` and `quiver track evolution > docs/evolution.md`;\n", ds.Name)
+		merge := "--merge"
+		if ds.MixedCommits {
+			merge = "--merge --mixed-commits"
+		}
+		fmt.Fprintf(w, "then `quiver track export --db sweeps.db --target '%s' %s FILE.json.gz` and `quiver track evolution > docs/evolution.md`;\n", ds.Name, merge)
+		if ds.MixedCommits {
+			fmt.Fprintf(w, "**mixed commits**: the results come from %d Quiver commits, so a change along this series may be the suite's, not the release's;\n", len(ds.Commits()))
+		}
 		fmt.Fprintf(w, "measured up to %s. %d releases: %s.\n\n", ds.Measured.Format("2006-01-02"), len(ds.Runs), strings.Join(versions, ", "))
 		fmt.Fprintf(w, "**%d changes found**: %d verdict changes (%s) and %d fact changes.\n\n", len(ch)+len(fch), len(ch), strings.Join(tally, ", "), len(fch))
 		if len(fch) > 0 {

@@ -27,7 +27,7 @@ type trackOpts struct {
 	db, targets, scenarios, artifacts, campaign, target  string
 	impl, versions, since, cache, proxy, commit, command string
 	role                                                 string
-	merge                                                bool
+	merge, mixedCommits                                  bool
 	parallel, window                                     int
 	timeout, every                                       time.Duration
 	json, queue                                          bool
@@ -50,6 +50,7 @@ func (o *trackOpts) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.since, "since", "", "sweep, watch: every released version from `version` on")
 	fs.StringVar(&o.role, "role", "server", "sweep: which endpoint of each release is tested, `server` (server-facing suite, target \"IMPL releases\") or client (client-facing suite, target \"IMPL clients\")")
 	fs.BoolVar(&o.merge, "merge", false, "export: add the target's runs to the dataset file already there instead of replacing it")
+	fs.BoolVar(&o.mixedCommits, "mixed-commits", false, "export --merge: keep results measured at different Quiver commits in one series (refused without it; the dataset records it)")
 	fs.StringVar(&o.cache, "cache", "", "sweep: `directory` of cached builds (default ~/.cache/quiver/sweeps)")
 	fs.DurationVar(&o.every, "every", time.Hour, "watch: `interval` of the scheduled campaign and of release checks")
 	fs.StringVar(&o.commit, "commit", "", "export: the Quiver `commit` that measured the data, kept in the dataset")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/quiver-quic/quiver/conformance"
+	"github.com/quiver-quic/quiver/observatory/dataset"
 	"github.com/quiver-quic/quiver/observatory/store"
 )
 
@@ -210,5 +211,74 @@ func TestBenchStoreAndImport(t *testing.T) {
 		r.Summary[0].Subject != "quiver/tcp" || r.Summary[0].Metric != "calls/s" || r.Summary[0].Runs != 2 ||
 		!(r.Summary[0].Min > 0 && r.Summary[0].Min <= r.Summary[0].Median && r.Summary[0].Median <= r.Summary[0].Max) {
 		t.Errorf("recorded run %+v", r)
+	}
+}
+
+// TestTrackExportMerge: export --merge adds a measurement at the same
+// commit, refuses one at another commit (the file stays as it was), and
+// keeps it with --mixed-commits, which the dataset then records.
+func TestTrackExportMerge(t *testing.T) {
+	fakeTrackSuite(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	targets := filepath.Join(dir, "v1.json")
+	b, _ := json.Marshal(map[string]any{"targets": []map[string]any{
+		{"name": "alpha", "address": "127.0.0.1:4433", "implementation": "quic-go", "version": "v1"},
+	}})
+	if err := os.WriteFile(targets, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := quiver(t, "track", "run", "--db", db, "--artifacts", "", targets); code != 0 {
+		t.Fatalf("track run: exit %d\n%s%s", code, out, errs)
+	}
+	file := filepath.Join(dir, "alpha.json.gz")
+	export := func(commit string, extra ...string) (string, int) {
+		args := append([]string{"track", "export", "--db", db, "--target", "alpha", "--command", "sweep at " + commit, "--commit", commit}, extra...)
+		_, errs, code := quiver(t, append(args, file)...)
+		return errs, code
+	}
+	read := func() *dataset.Dataset {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		ds, err := dataset.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	const full = "7b3f39a8ab21f571d04dea6bcdadba2f6f19df37"
+	if errs, code := export(full); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errs)
+	}
+	if errs, code := export(full[:7], "--merge"); code != 0 {
+		t.Fatalf("export --merge at the same commit: exit %d: %s", code, errs)
+	}
+	// The file holds a result the next measurement does not repeat
+	// (only-old), so merging one at another commit would mix two.
+	old := read()
+	old.Runs[0].Results = append(old.Runs[0].Results, dataset.Result{Scenario: "only-old", Verdict: "pass"})
+	var buf bytes.Buffer
+	if err := dataset.Write(&buf, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := buf.Bytes()
+	errs, code := export("1111111", "--merge")
+	if code == 0 || !strings.Contains(errs, "different Quiver commits") || !strings.Contains(errs, "--mixed-commits") {
+		t.Errorf("export --merge of another commit: exit %d, stderr %q", code, errs)
+	}
+	if after, _ := os.ReadFile(file); !bytes.Equal(after, before) {
+		t.Error("a refused merge changed the dataset file")
+	}
+	if errs, code := export("1111111", "--merge", "--mixed-commits"); code != 0 {
+		t.Fatalf("export --merge --mixed-commits: exit %d: %s", code, errs)
+	}
+	if ds := read(); !ds.MixedCommits || len(ds.Commits()) != 2 {
+		t.Errorf("merged with --mixed-commits: mixed %v, commits %q", ds.MixedCommits, ds.Commits())
 	}
 }

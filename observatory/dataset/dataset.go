@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quiver-quic/quiver/observatory/facts"
@@ -45,7 +46,11 @@ type Dataset struct {
 	// export --merge), each with its command and commit; a result names
 	// the one that measured it (Result.Source).
 	Sources []Source `json:"sources,omitempty"`
-	Runs    []Run    `json:"runs"`
+	// MixedCommits says the results were measured at more than one Quiver
+	// commit and merged anyway (track export --merge --mixed-commits): a
+	// change along such a series may be the suite's, not the release's.
+	MixedCommits bool  `json:"mixed_commits,omitempty"`
+	Runs         []Run `json:"runs"`
 }
 
 // Source is one measurement: the command that ran and the Quiver commit
@@ -88,12 +93,56 @@ func (ds *Dataset) SourceOf(res Result) Source {
 	return Source{Command: ds.Command, Commit: ds.Commit}
 }
 
+// SameCommit tells whether two commit names are one commit: equal, or one
+// an abbreviation of the other ("7b3f39a" and its 40-character hash). An
+// unknown commit ("") is the same as none.
+func SameCommit(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
+}
+
+// Commits returns the distinct commits that measured ds's results, in the
+// order they are first met (an abbreviation counts as its full hash).
+// Each measurement of an unknown commit ("") counts as one more.
+func (ds *Dataset) Commits() []string {
+	var out []string
+	seen := map[int]bool{}
+	for _, r := range ds.Runs {
+		for _, x := range r.Results {
+			if seen[x.Source] {
+				continue
+			}
+			seen[x.Source] = true
+			c := ds.SourceOf(x).Commit
+			if i := slices.IndexFunc(out, func(o string) bool { return SameCommit(o, c) }); i >= 0 {
+				if len(c) > len(out[i]) {
+					out[i] = c
+				}
+				continue
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ErrMixedCommits is Merge's refusal to put results measured at different
+// Quiver commits into one series.
+var ErrMixedCommits = errors.New("results measured at different Quiver commits")
+
 // Merge adds the runs of add (a newer measurement of the same target) to
 // old and returns the merged dataset: its Command and Commit are add's,
 // and old's measurements become Sources that its results keep naming. A
 // release in both keeps old's results of the scenarios add did not
 // measure and takes add's for the others; releases stay in release order.
-func Merge(old, add *Dataset) (*Dataset, error) {
+//
+// A series is only comparable along itself when one version of the suite
+// judged every release: if the merged results would come from more than
+// one commit, Merge refuses (ErrMixedCommits) unless mixedCommits is set,
+// and then the dataset records it (MixedCommits).
+func Merge(old, add *Dataset, mixedCommits bool) (*Dataset, error) {
 	if old.Name != add.Name {
 		return nil, fmt.Errorf("dataset %q cannot merge into %q", add.Name, old.Name)
 	}
@@ -167,7 +216,26 @@ func Merge(old, add *Dataset) (*Dataset, error) {
 			out.Runs[ri].Results[xi].Source = renum[out.Runs[ri].Results[xi].Source]
 		}
 	}
+	if cs := out.Commits(); len(cs) > 1 {
+		if !mixedCommits {
+			return nil, fmt.Errorf("%w: %q would hold results of %s: sweep the rest again at one commit, or merge with --mixed-commits (the dataset then says so)",
+				ErrMixedCommits, out.Name, commitList(cs))
+		}
+		out.MixedCommits = true
+	}
 	return out, nil
+}
+
+// commitList names commits for a message ("" is an unknown one).
+func commitList(cs []string) string {
+	q := make([]string, len(cs))
+	for i, c := range cs {
+		if c == "" {
+			c = "an unknown commit"
+		}
+		q[i] = c
+	}
+	return strings.Join(q, ", ")
 }
 
 // Export reads target's runs from st, in history order. A run that did
@@ -307,6 +375,11 @@ func Decode(b []byte) (*Dataset, error) {
 				return nil, fmt.Errorf("dataset %s: %s: facts are not JSON", ds.Name, res.Scenario)
 			}
 		}
+	}
+	// A series measured at several commits says so, or its changes
+	// would read as the releases' when they may be the suite's.
+	if cs := ds.Commits(); len(cs) > 1 && !ds.MixedCommits {
+		return nil, fmt.Errorf("dataset %s: results measured at %s without mixed_commits", ds.Name, commitList(cs))
 	}
 	return &ds, nil
 }

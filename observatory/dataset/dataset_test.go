@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -164,10 +165,18 @@ func TestDecodeRejects(t *testing.T) {
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s"}]}]}`,
 		// A result naming a measurement the dataset does not list.
 		`{"schema":"quiver-dataset/1","name":"x","runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass","source":1}]}]}`,
+		// Results of two commits in one series, not marked as mixed.
+		`{"schema":"quiver-dataset/1","name":"x","commit":"aaaa","sources":[{"command":"c","commit":"bbbb"}],` +
+			`"runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass"},{"scenario":"t","verdict":"pass","source":1}]}]}`,
 	} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s): no error", bad)
 		}
+	}
+	mixed := `{"schema":"quiver-dataset/1","name":"x","commit":"aaaa","sources":[{"command":"c","commit":"bbbb"}],"mixed_commits":true,` +
+		`"runs":[{"version":"v1","results":[{"scenario":"s","verdict":"pass"},{"scenario":"t","verdict":"pass","source":1}]}]}`
+	if ds, err := Decode([]byte(mixed)); err != nil || fmt.Sprint(ds.Commits()) != "[aaaa bbbb]" {
+		t.Errorf("a dataset that says it mixes two commits: %v", err)
 	}
 	if _, err := Read(strings.NewReader("not gzip")); err == nil {
 		t.Error("Read of a file that is not gzip: no error")
@@ -186,7 +195,7 @@ func TestMerge(t *testing.T) {
 	older := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep B", Commit: "bbbb", Runs: []Run{
 		{Version: "v0.1.0", Results: []Result{res("s1", "fail")}},
 	}}
-	first, err := Merge(older, old)
+	first, err := Merge(older, old, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +203,7 @@ func TestMerge(t *testing.T) {
 		{Version: "v0.2.0", ToolVersion: "new", Results: []Result{res("s2", "pass"), res("s3", "pass")}},
 		{Version: "v0.3.0", Results: []Result{res("s3", "pass")}},
 	}}
-	m, err := Merge(first, add)
+	m, err := Merge(first, add, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +239,69 @@ func TestMerge(t *testing.T) {
 	again := &Dataset{Schema: Schema, Name: "x releases", Command: "sweep D", Commit: "dddd", Runs: []Run{
 		{Version: "v0.1.0", Results: []Result{res("s1", "pass")}},
 	}}
-	if m2, err := Merge(m, again); err != nil || len(m2.Sources) != 2 || m2.SourceOf(m2.Runs[1].Results[0]).Commit != "aaaa" {
+	if m2, err := Merge(m, again, true); err != nil || len(m2.Sources) != 2 || m2.SourceOf(m2.Runs[1].Results[0]).Commit != "aaaa" {
 		t.Errorf("after measuring v0.1.0 again: sources %+v, %v", m2.Sources, err)
 	}
-	if _, err := Merge(old, &Dataset{Name: "y releases"}); err == nil {
+	if !m.MixedCommits {
+		t.Error("a dataset merged from three commits does not say so")
+	}
+	if _, err := Merge(old, &Dataset{Name: "y releases"}, true); err == nil {
 		t.Error("datasets of two targets merged")
+	}
+}
+
+// TestMergeRefusesMixedCommits: one target's series measured at two
+// commits of the suite is refused unless asked for, and then recorded; a
+// measurement at the same commit (abbreviated or not) merges, and one that
+// replaces every result of another commit leaves a series of one commit.
+func TestMergeRefusesMixedCommits(t *testing.T) {
+	const full = "7b3f39a8ab21f571d04dea6bcdadba2f6f19df37"
+	res := func(sc, v string) Result { return Result{Scenario: sc, Verdict: v} }
+	ds := func(command, commit string, runs ...Run) *Dataset {
+		return &Dataset{Schema: Schema, Name: "x releases", Command: command, Commit: commit, Runs: runs}
+	}
+	old := ds("sweep A", "1111111", Run{Version: "v0.1.0", Results: []Result{res("s1", "pass"), res("s2", "fail")}})
+	other := ds("sweep B", full, Run{Version: "v0.2.0", Results: []Result{res("s1", "pass")}})
+
+	if _, err := Merge(old, other, false); !errors.Is(err, ErrMixedCommits) {
+		t.Fatalf("two commits in one series: %v, want ErrMixedCommits", err)
+	}
+	// Half of v0.1.0 measured again at the new commit still mixes.
+	half := ds("sweep C", full, Run{Version: "v0.1.0", Results: []Result{res("s1", "pass")}})
+	if _, err := Merge(old, half, false); !errors.Is(err, ErrMixedCommits) {
+		t.Errorf("a release half measured again: %v, want ErrMixedCommits", err)
+	}
+	// An unknown commit is not known to be the same.
+	if _, err := Merge(ds("sweep ?", "", old.Runs...), ds("sweep ??", "", other.Runs...), false); !errors.Is(err, ErrMixedCommits) {
+		t.Errorf("unknown commits: %v, want ErrMixedCommits", err)
+	}
+
+	m, err := Merge(old, other, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.MixedCommits || len(m.Commits()) != 2 {
+		t.Errorf("merged with --mixed-commits: mixed %v, commits %q", m.MixedCommits, m.Commits())
+	}
+
+	// The same commit, abbreviated in one of the two, is one series.
+	same := ds("sweep D", full[:7], Run{Version: "v0.3.0", Results: []Result{res("s1", "fail")}})
+	one, err := Merge(other, same, false)
+	if err != nil {
+		t.Fatalf("one commit, abbreviated once: %v", err)
+	}
+	if one.MixedCommits || len(one.Commits()) != 1 || one.Commits()[0] != full {
+		t.Errorf("one commit: mixed %v, commits %q", one.MixedCommits, one.Commits())
+	}
+
+	// Every result of the old commit measured again: one commit again.
+	all := ds("sweep E", full, Run{Version: "v0.1.0", Results: []Result{res("s1", "pass"), res("s2", "pass")}})
+	again, err := Merge(m, all, false)
+	if err != nil {
+		t.Fatalf("everything measured again at one commit: %v", err)
+	}
+	if again.MixedCommits || len(again.Commits()) != 1 || len(again.Sources) != 1 {
+		t.Errorf("measured again: mixed %v, commits %q, sources %+v", again.MixedCommits, again.Commits(), again.Sources)
 	}
 }
 
