@@ -29,7 +29,7 @@ func TestPNSetMatchesAckFrame(t *testing.T) {
 		}
 		// The ranges are what the raw client's ACK frame would list.
 		var rc rawClient
-		want := rc.ackFrameOf(2, pns).Ranges
+		want := rc.AckFrameOf(2, pns).Ranges
 		if got := s.Ack(32); !slices.Equal(got, want) {
 			t.Fatalf("ranges %v, want %v", got, want)
 		}
