@@ -28,7 +28,7 @@ func TestPNSetMatchesAckFrame(t *testing.T) {
 			pns = append(pns, pn)
 		}
 		// The ranges are what the raw client's ACK frame would list.
-		var rc rawClient
+		var rc rawCore[*packet]
 		want := rc.AckFrameOf(2, pns).Ranges
 		if got := s.Ack(32); !slices.Equal(got, want) {
 			t.Fatalf("ranges %v, want %v", got, want)

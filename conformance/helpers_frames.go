@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -127,4 +128,10 @@ func (t *T) datagramBytes(local func(d datagramRec) bool, sent bool, until time.
 func (rc *rawClient) onPath(i int) func(d datagramRec) bool {
 	local := rc.Paths[i].Local
 	return func(d datagramRec) bool { return d.local == local }
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
 }

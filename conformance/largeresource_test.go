@@ -34,7 +34,7 @@ func TestRawBodyPastKeep(t *testing.T) {
 	size := rawquic.Keep + 100
 	head := []byte{0x01, 0x02, 0xd9, 0xc1} // HEADERS, 2 bytes
 	data := wire.AppendVarint([]byte{0x00}, uint64(size))
-	rc := &rawClient{}
+	rc := &rawCore[*packet]{}
 	req := &rawRequest{ID: 0, ALPN: h3.ALPNH3}
 	rc.OnStream(&wire.StreamFrame{StreamID: 0, Data: append(append([]byte(nil), head...), data...)})
 	rc.OnStream(&wire.StreamFrame{StreamID: 0, Offset: uint64(len(head) + len(data)), Data: make([]byte, 1000)})

@@ -60,7 +60,7 @@ func (rc *rawClient) inlineRequest(alpn, path string) ([]wire.Frame, *rawRequest
 	var frames []wire.Frame
 	if alpn == h3.ALPNH3 && !rc.H3Control {
 		rc.H3Control = true
-		frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, h3Frame(0x04, nil)...)})
+		frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, rawquic.H3Frame(0x04, nil)...)})
 	}
 	saved := rc.ALPN
 	rc.ALPN = []string{alpn}

@@ -17,16 +17,17 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// rawClient is a frame-level scripted QUIC client on its own UDP socket,
+// rawCore is a frame-level scripted QUIC client on its own UDP socket,
 // built from the wire and protect packages and crypto/tls. Unlike the
 // engine it lets a scenario choose every header field (version, connection
 // IDs of any length, reserved and fixed bits, packet numbers, datagram
 // sizes) and send any frame in any packet type, while still completing a
 // real handshake when asked. It acknowledges what it receives at once and
-// never retransmits except for its first flight.
-type rawClient struct {
-	t     *T
-	trace *connTrace
+// never retransmits except for its first flight. Its host (rawHost)
+// records what it sends and receives, and P is the host's record of a
+// packet.
+type rawCore[P rawPacket] struct {
+	host  rawHost[P]
 	conn  *net.UDPConn   // the socket of the current path
 	Local netip.AddrPort // its local address
 	Peer  netip.AddrPort
@@ -58,6 +59,7 @@ type rawClient struct {
 	// rawOptions.RewriteHello).
 	rewriteHello func([]byte) []byte
 	curves       []tls.CurveID
+	serverName   string
 
 	Seal, open [3]*protect.Keys
 	NextPN     [3]uint64
@@ -67,7 +69,7 @@ type rawClient struct {
 	AckOwed    [3]bool
 	CryptoOff  [3]uint64
 	CryptoQ    [3][]byte
-	cryptoIn   [3]cryptoBuffer
+	cryptoIn   [3]rawquic.CryptoBuffer
 	delivered  [3]int
 
 	// NoAcks stops the automatic acknowledgments.
@@ -75,7 +77,7 @@ type rawClient struct {
 	// NeverAck, when set, picks packets the client never acknowledges
 	// (their frames are still processed); later packets are acknowledged
 	// as usual, so the server sees that one packet as lost.
-	NeverAck func(space int, p *packet) bool
+	NeverAck func(space int, p P) bool
 	// flowLabels counts the IPv6 flow labels of the datagrams received on
 	// IPv6 paths (RFC 9000 §9.7), by label.
 	FlowLabels map[uint32]int
@@ -180,57 +182,44 @@ type rawOptions struct {
 	// offers one (with early data, when the ticket allows it) in the
 	// ClientHello.
 	Sessions tls.ClientSessionCache
+	// ServerName is the TLS server name to send.
+	ServerName string
 }
 
-func randomBytes(n int) []byte {
-	b := make([]byte, n)
+func randomCID() []byte {
+	b := make([]byte, 8)
 	rand.Read(b)
 	return b
 }
 
-// newRaw opens a raw client socket towards the target.
-func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
-	ua, err := net.ResolveUDPAddr("udp", t.profile.Target.Address)
-	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The target address %q does not resolve: %v.", t.profile.Target.Address, err))
-	}
-	var laddr *net.UDPAddr
-	if o.LocalIP.IsValid() {
-		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(o.LocalIP, 0))
-	}
-	uc, err := net.DialUDP("udp", laddr, ua)
-	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
-	}
-	t.cleanup(func() { uc.Close() })
-	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
-	t.cleanup(func() { close(rc.done) })
-	rc.Peer = netip.AddrPortFrom(ua.AddrPort().Addr().Unmap(), ua.AddrPort().Port())
+// newRawCore makes a raw client on the connected socket uc, reporting to
+// h.
+func newRawCore[P rawPacket](h rawHost[P], uc *net.UDPConn, o rawOptions) *rawCore[P] {
+	rc := &rawCore[P]{host: h, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
+	h.Cleanup(func() { close(rc.done) })
+	ra := uc.RemoteAddr().(*net.UDPAddr).AddrPort()
+	rc.Peer = netip.AddrPortFrom(ra.Addr().Unmap(), ra.Port())
 	rc.addPath(uc)
 	rc.conn, rc.Local = uc, rc.Paths[0].Local
-	rc.trace = t.rec.newConn(o.Label)
-	rc.trace.setAddrs(rc.Local, rc.Peer)
+	rc.serverName = o.ServerName
 	rc.Version = o.Version
 	if rc.Version == 0 {
 		rc.Version = protect.Version1
 	}
 	rc.DCID = o.DCID
 	if rc.DCID == nil {
-		rc.DCID = randomBytes(8)
+		rc.DCID = randomCID()
 	}
 	rc.ODCID = rc.DCID
 	rc.SCID = o.SCID
 	if rc.SCID == nil {
-		rc.SCID = randomBytes(8)
+		rc.SCID = randomCID()
 	}
 	rc.Token = o.Token
 	rc.rewriteHello = o.RewriteHello
 	rc.curves = o.Curves
 	rc.sessions = o.Sessions
 	rc.ALPN = o.ALPN
-	if rc.ALPN == nil {
-		rc.ALPN = []string{t.alpn()}
-	}
 	for i := range rc.largest {
 		rc.largest[i] = wire.NoPacketNumber
 	}
@@ -265,7 +254,7 @@ func defaultClientTP(scid []byte) *wire.TransportParameters {
 	return tp
 }
 
-func (rc *rawClient) InitialKeys(dcid []byte) {
+func (rc *rawCore[P]) InitialKeys(dcid []byte) {
 	c, s, err := protect.NewInitialKeys(rc.Version, dcid)
 	if err != nil {
 		// Versions without known protection (reserved versions for version
@@ -278,7 +267,7 @@ func (rc *rawClient) InitialKeys(dcid []byte) {
 
 // ClientHello starts TLS and returns the ClientHello bytes (the Initial
 // CRYPTO stream); it is computed once.
-func (rc *rawClient) ClientHello(ctx context.Context) []byte {
+func (rc *rawCore[P]) ClientHello(ctx context.Context) []byte {
 	if rc.tls != nil {
 		return rc.HelloMsg
 	}
@@ -286,21 +275,21 @@ func (rc *rawClient) ClientHello(ctx context.Context) []byte {
 		rc.curves = []tls.CurveID{tls.X25519, tls.CurveP256}
 	}
 	rc.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{
-		ServerName:         rc.t.profile.sni(),
+		ServerName:         rc.serverName,
 		NextProtos:         rc.ALPN,
 		InsecureSkipVerify: true,
 		MinVersion:         tls.VersionTLS13,
-		KeyLogWriter:       rc.t.rec,
+		KeyLogWriter:       rc.host.KeyLog(),
 		// By default classical groups only, so the ClientHello fits one
 		// Initial packet; a hybrid post-quantum key share alone is 1,216
 		// bytes.
 		CurvePreferences:   rc.curves,
 		ClientSessionCache: rc.sessions,
 	}})
-	rc.t.cleanup(func() { rc.tls.Close() })
+	rc.host.Cleanup(func() { rc.tls.Close() })
 	rc.tls.SetTransportParameters(rc.tp)
 	if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.Start(ctx) }); err != nil {
-		rc.t.Errorf("TLS client start: %v", err)
+		rc.host.Errorf("TLS client start: %v", err)
 	}
 	rc.drainTLS()
 	rc.HelloMsg = append([]byte(nil), rc.CryptoQ[0]...)
@@ -323,7 +312,7 @@ func levelSpace(l tls.QUICEncryptionLevel) int {
 }
 
 // drainTLS processes the TLS events: keys, data to send, parameters.
-func (rc *rawClient) drainTLS() {
+func (rc *rawCore[P]) drainTLS() {
 	for {
 		ev := rc.tls.NextEvent()
 		switch ev.Kind {
@@ -385,7 +374,7 @@ type longOpts struct {
 
 // longPacket builds and protects a long-header packet in space (0 Initial,
 // 1 Handshake) carrying frames. It takes the next packet number.
-func (rc *rawClient) LongPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
+func (rc *rawCore[P]) LongPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
 	pt := wire.PacketTypeInitial
 	if space == 1 {
 		pt = wire.PacketTypeHandshake
@@ -432,13 +421,13 @@ func (rc *rawClient) LongPacket(space int, frames []wire.Frame, o longOpts) ([]b
 		k = rc.Seal[space]
 	}
 	if k == nil {
-		rc.t.Errorf("no %s keys to seal with", pt)
+		rc.host.Errorf("no %s keys to seal with", pt)
 	}
 	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
 	if _, err := k.HeaderProtector().Apply(pkt, pnOff, true); err != nil {
-		rc.t.Errorf("header protection: %v", err)
+		rc.host.Errorf("header protection: %v", err)
 	}
-	rc.trace.record(true, time.Now(), pt, v, space, pn, h.DCID, h.SCID, len(pkt), 0, payload)
+	rc.host.Packet(rawPacketInfo{Sent: true, At: time.Now(), Type: pt, Version: v, Space: space, PN: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt)}, payload)
 	return pkt, pn
 }
 
@@ -462,7 +451,7 @@ type shortOpts struct {
 }
 
 // shortPacket builds and protects a 1-RTT packet.
-func (rc *rawClient) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
+func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
 	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.WritePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
 	if h.DCID == nil {
@@ -493,7 +482,7 @@ func (rc *rawClient) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 		k = rc.Seal[2]
 	}
 	if k == nil {
-		rc.t.Errorf("no 1-RTT keys to seal with")
+		rc.host.Errorf("no 1-RTT keys to seal with")
 	}
 	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
 	hp := k.HeaderProtector()
@@ -502,21 +491,20 @@ func (rc *rawClient) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 	}
 	if len(pkt) >= pnOff+4+protect.SampleSize {
 		if _, err := hp.Apply(pkt, pnOff, false); err != nil {
-			rc.t.Errorf("header protection: %v", err)
+			rc.host.Errorf("header protection: %v", err)
 		}
 	}
-	m := pktMeta{path: rc.cur, firstByte: hdr[0]}
+	m := rawPacketInfo{Sent: true, At: time.Now(), Type: wire.PacketType1RTT, Space: 2, PN: pn, DCID: h.DCID, Size: len(pkt), Path: rc.cur, FirstByte: hdr[0]}
 	if o.Path != nil {
-		m.path = *o.Path
+		m.Path = *o.Path
 	}
-	if m.path > 0 {
-		m.local = rc.Paths[m.path].Local
+	if m.Path > 0 {
+		m.Local = rc.Paths[m.Path].Local
 	}
-	m.keyPhase = 0
 	if h.KeyPhase {
-		m.keyPhase = 1
+		m.KeyPhase = 1
 	}
-	rc.trace.recordMeta(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload, m)
+	rc.host.Packet(m, payload)
 	return pkt, pn
 }
 
@@ -528,12 +516,12 @@ func appendFrames(b []byte, frames []wire.Frame) []byte {
 }
 
 // send writes one datagram made of the given packets on the current path.
-func (rc *rawClient) Send(pkts ...[]byte) {
+func (rc *rawCore[P]) Send(pkts ...[]byte) {
 	rc.sendOn(rc.cur, pkts...)
 }
 
 // sendOn writes one datagram made of the given packets on path i.
-func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
+func (rc *rawCore[P]) sendOn(i int, pkts ...[]byte) {
 	var d []byte
 	for _, p := range pkts {
 		d = append(d, p...)
@@ -542,12 +530,12 @@ func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
 		rc.FirstSent = time.Now()
 	}
 	p := rc.Paths[i]
-	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.Local, peer: p.Peer, b: d})
+	rc.host.Datagram(time.Now(), true, p.Local, p.Peer, d)
 	p.Write(d)
 }
 
 // sendClientHello sends the ClientHello in one Initial padded to pad bytes.
-func (rc *rawClient) SendClientHello(ctx context.Context, pad int) {
+func (rc *rawCore[P]) SendClientHello(ctx context.Context, pad int) {
 	ch := rc.ClientHello(ctx)
 	rc.CryptoQ[0] = nil
 	rc.CryptoOff[0] = uint64(len(ch))
@@ -558,7 +546,7 @@ func (rc *rawClient) SendClientHello(ctx context.Context, pad int) {
 // Handshake runs a complete handshake: ClientHello in a 1200-byte datagram,
 // then the server's flights, the client's Finished, until HANDSHAKE_DONE
 // or the deadline. It repeats the ClientHello if nothing comes back.
-func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
+func (rc *rawCore[P]) Handshake(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	if rc.FirstFlight != nil {
 		rc.ClientHello(ctx)
@@ -601,7 +589,7 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 
 // Receive processes incoming datagrams for up to d, or until stop returns
 // true; it answers with acknowledgments and TLS data as they are owed.
-func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() bool) {
+func (rc *rawCore[P]) Receive(ctx context.Context, d time.Duration, stop func() bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -618,7 +606,7 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 				rc.Arrivals = append(rc.Arrivals, rawArrival{At: at, Size: len(in.Data), Kernel: !in.KernelAt.IsZero()})
 			}
 			if rc.DropIn != nil && rc.DropIn(in.Path, in.Data) {
-				rc.t.rec.addDatagram(datagramRec{at: in.At, sent: false, local: rc.Paths[in.Path].Local, peer: rc.Paths[in.Path].Peer, b: in.Data})
+				rc.host.Datagram(in.At, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, in.Data)
 				continue
 			}
 			if in.HasFlow {
@@ -637,34 +625,34 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 	}
 }
 
-func (rc *rawClient) processDatagram(in rawquic.In) {
+func (rc *rawCore[P]) processDatagram(in rawquic.In) {
 	now, d := in.At, in.Data
 	if !rc.FirstSent.IsZero() {
-		rc.t.noteRTT(now.Sub(rc.FirstSent))
+		rc.host.NoteRTT(now.Sub(rc.FirstSent))
 	}
-	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.Paths[in.Path].Local, peer: rc.Paths[in.Path].Peer, b: d})
-	rc.trace.keepRaw(now, d)
-	meta := pktMeta{path: in.Path, ecn: in.ECN}
+	rc.host.Datagram(now, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, d)
+	rc.host.KeepRaw(now, d)
+	meta := rawPacketInfo{At: now, Datagram: len(d), Path: in.Path, ECN: in.ECN}
 	if in.Path > 0 {
-		meta.local = rc.Paths[in.Path].Local
+		meta.Local = rc.Paths[in.Path].Local
 	}
 	rest := d
 	for len(rest) > 0 {
 		if !wire.IsLongHeader(rest) {
-			rc.processShort(now, rest, len(d), meta)
+			rc.processShort(rest, meta)
 			return
 		}
 		h, err := wire.ParseHeader(rest, len(rc.SCID))
 		if err != nil || h.Version == 0 || h.Type == wire.PacketTypeRetry || !protect.SupportedVersion(uint32(h.Version)) {
-			p := rc.trace.recordHeaderOnly(now, rest, len(d))
+			rc.host.HeaderOnly(now, rest, len(d))
 			if h.Type == wire.PacketTypeRetry && err == nil {
-				rc.handleRetry(rest, p)
+				rc.handleRetry(rest)
 			}
 			return
 		}
 		pkt := append([]byte(nil), rest[:h.PacketLen]...)
 		rest = rest[h.PacketLen:]
-		sp := spaceOf(h.Type)
+		sp := rawquic.SpaceOf(h.Type)
 		if sp < 0 || sp > 1 || rc.open[sp] == nil {
 			continue
 		}
@@ -686,19 +674,19 @@ func (rc *rawClient) processDatagram(in rawquic.In) {
 			rc.DCID = rc.ServerSCID
 		}
 		m := meta
-		m.firstByte = pkt[0]
-		p := rc.trace.recordMeta(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload, m)
-		rc.onPacket(sp, pn, p)
-		rc.trace.compact(p)
+		m.Type, m.Version, m.Space, m.PN, m.DCID, m.SCID, m.Size = h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt)
+		m.FirstByte = pkt[0]
+		p := rc.host.Packet(m, payload)
+		rc.onPacket(sp, pn, p, m)
+		rc.host.Processed(p)
 	}
 }
 
-func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMeta) {
+func (rc *rawCore[P]) processShort(b []byte, meta rawPacketInfo) {
+	now := meta.At
 	k := rc.open[2]
 	if k == nil || len(b) < 1+len(rc.SCID)+4+protect.SampleSize {
-		if rc.trace.isStatelessReset(b) {
-			rc.trace.recordStatelessReset(now, len(b))
-		}
+		rc.host.Undecryptable(now, b)
 		return
 	}
 	pkt := append([]byte(nil), b...)
@@ -740,22 +728,21 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 		}
 	}
 	if err != nil {
-		if rc.trace.isStatelessReset(b) {
-			rc.trace.recordStatelessReset(now, len(b))
-		}
+		rc.host.Undecryptable(now, b)
 		return
 	}
-	meta.firstByte = pkt[0]
-	meta.keyPhase = int(pkt[0]>>2) & 1
+	meta.Type, meta.Space, meta.PN, meta.DCID, meta.Size = wire.PacketType1RTT, 2, pn, pkt[1:pnOff], len(pkt)
+	meta.FirstByte = pkt[0]
+	meta.KeyPhase = int(pkt[0]>>2) & 1
 	if rc.Spin && (rc.largest[2] == wire.NoPacketNumber || pn > rc.largest[2]) {
 		rc.spinOut = pkt[0]&0x20 == 0
 	}
-	p := rc.trace.recordMeta(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload, meta)
-	rc.onPacket(2, pn, p)
-	rc.trace.compact(p)
+	p := rc.host.Packet(meta, payload)
+	rc.onPacket(2, pn, p, meta)
+	rc.host.Processed(p)
 }
 
-func (rc *rawClient) handleRetry(b []byte, p *packet) {
+func (rc *rawCore[P]) handleRetry(b []byte) {
 	if !rc.FollowRetry || rc.RetrySCID != nil || rc.ServerSCID != nil {
 		return
 	}
@@ -770,7 +757,7 @@ func (rc *rawClient) handleRetry(b []byte, p *packet) {
 	}
 	rc.DCID = rc.RetrySCID
 	rc.InitialKeys(rc.DCID)
-	rc.t.Fact("retry.policy", "retry seen")
+	rc.host.Fact("retry.policy", "retry seen")
 	if rc.FirstFlight != nil {
 		rc.FirstFlight()
 		return
@@ -780,25 +767,25 @@ func (rc *rawClient) handleRetry(b []byte, p *packet) {
 	rc.Send(pkt)
 }
 
-func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
+func (rc *rawCore[P]) onPacket(sp int, pn uint64, p P, m rawPacketInfo) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
 	if !rc.Recvd[sp].Contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
 		rc.Recvd[sp].Add(pn)
-		rc.ecnIn[sp][p.ecn&3]++
+		rc.ecnIn[sp][m.ECN&3]++
 	}
-	if p.ackEliciting && !rc.NoAcks {
+	if p.AckEliciting() && !rc.NoAcks {
 		rc.AckOwed[sp] = true
 	}
-	for _, f := range p.frames {
+	for _, f := range p.Frames() {
 		switch f := f.(type) {
 		case *wire.CryptoFrame:
 			if rc.tls == nil || rc.TLSErr != nil {
 				continue
 			}
-			rc.cryptoIn[sp].add(f.Offset, f.Data)
-			data := rc.cryptoIn[sp].contiguous()
+			rc.cryptoIn[sp].Add(f.Offset, f.Data)
+			data := rc.cryptoIn[sp].Contiguous()
 			if len(data) > rc.delivered[sp] {
 				lvl := []tls.QUICEncryptionLevel{tls.QUICEncryptionLevelInitial, tls.QUICEncryptionLevelHandshake, tls.QUICEncryptionLevelApplication}[sp]
 				if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.HandleData(lvl, data[rc.delivered[sp]:]) }); err != nil {
@@ -814,8 +801,8 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 		case *wire.PathChallengeFrame:
 			// Catalogue §2.4: the tester answers PATH_CHALLENGE on the
 			// path where it arrived, in a 1200-byte datagram.
-			if rc.Seal[2] != nil && !rc.NoPathResponse[p.path] && !rc.Silent {
-				path := p.path
+			if rc.Seal[2] != nil && !rc.NoPathResponse[m.Path] && !rc.Silent {
+				path := m.Path
 				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, shortOpts{PadTo: 1200, Path: &path})
 				rc.sendOn(path, pkt)
 			}
@@ -826,7 +813,7 @@ func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
 }
 
 // ackFrame builds an ACK frame for everything received in space.
-func (rc *rawClient) AckFrame(sp int) *wire.AckFrame {
+func (rc *rawCore[P]) AckFrame(sp int) *wire.AckFrame {
 	a := &wire.AckFrame{Ranges: rc.Recvd[sp].Ack(32)}
 	rc.ecnFeedback(sp, a)
 	return a
@@ -834,7 +821,7 @@ func (rc *rawClient) AckFrame(sp int) *wire.AckFrame {
 
 // ecnFeedback adds the ECN counts of space sp to a when the client reports
 // them.
-func (rc *rawClient) ecnFeedback(sp int, a *wire.AckFrame) {
+func (rc *rawCore[P]) ecnFeedback(sp int, a *wire.AckFrame) {
 	if rc.ECNFeedback {
 		a.ECN = true
 		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
@@ -842,7 +829,7 @@ func (rc *rawClient) ecnFeedback(sp int, a *wire.AckFrame) {
 }
 
 // ackFrameOf builds an ACK frame for the packet numbers pns of space sp.
-func (rc *rawClient) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
+func (rc *rawCore[P]) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
 	pns = slices.Clone(pns)
 	slices.Sort(pns)
 	slices.Reverse(pns)
@@ -862,7 +849,7 @@ func (rc *rawClient) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
 }
 
 // flush sends owed acknowledgments and pending TLS data.
-func (rc *rawClient) Flush() {
+func (rc *rawCore[P]) Flush() {
 	if rc.Silent {
 		return
 	}
@@ -920,33 +907,27 @@ func (rc *rawClient) Flush() {
 }
 
 // Send1RTT sends frames in a 1-RTT packet of its own datagram.
-func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
+func (rc *rawCore[P]) Send1RTT(frames []wire.Frame, o shortOpts) P {
 	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
 	rc.Send(pkt)
 	return rc.LastSent()
 }
 
 // Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
-func (rc *rawClient) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) *packet {
+func (rc *rawCore[P]) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) P {
 	o.Path = &i
 	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
 	rc.sendOn(i, pkt)
 	return rc.LastSent()
 }
 
-func (rc *rawClient) LastSent() *packet {
-	ps := rc.t.rec.snapshot()
-	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].sent && ps[i].conn == rc.trace.id {
-			return ps[i]
-		}
-	}
-	return nil
-}
+// LastSent returns the last packet the client sent, as its host recorded
+// it.
+func (rc *rawCore[P]) LastSent() P { return rc.host.LastSent() }
 
 // ServerTP returns the server's transport parameters (nil before
 // EncryptedExtensions).
-func (rc *rawClient) ServerTP() *wire.TransportParameters {
+func (rc *rawCore[P]) ServerTP() *wire.TransportParameters {
 	if rc.serverTP == nil {
 		return nil
 	}

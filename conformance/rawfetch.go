@@ -15,7 +15,7 @@ import (
 )
 
 // BodyDigest returns the digest of req's response body so far.
-func (rc *rawClient) BodyDigest(req *rawRequest) rawquic.Digest {
+func (rc *rawCore[P]) BodyDigest(req *rawRequest) rawquic.Digest {
 	var d rawquic.Digest
 	s := rc.Stream(req.ID)
 	if s == nil {
@@ -28,7 +28,7 @@ func (rc *rawClient) BodyDigest(req *rawRequest) rawquic.Digest {
 	return s.Digest()
 }
 
-func (rc *rawClient) OnStream(f *wire.StreamFrame) {
+func (rc *rawCore[P]) OnStream(f *wire.StreamFrame) {
 	if rc.streams == nil {
 		rc.streams = map[uint64]*rawquic.Stream{}
 	}
@@ -45,7 +45,7 @@ func (rc *rawClient) OnStream(f *wire.StreamFrame) {
 }
 
 // stream returns the reassembly of stream id (nil before any data).
-func (rc *rawClient) Stream(id uint64) *rawquic.Stream { return rc.streams[id] }
+func (rc *rawCore[P]) Stream(id uint64) *rawquic.Stream { return rc.streams[id] }
 
 // rawRequest is a request the raw client sent.
 type rawRequest struct {
@@ -57,7 +57,7 @@ type rawRequest struct {
 // Request asks for path on the next client bidirectional stream, over the
 // connection's application protocol (hq-interop, or h3 with a control
 // stream and a static-table QPACK field section), and returns it.
-func (rc *rawClient) Request(path string) *rawRequest {
+func (rc *rawCore[P]) Request(path string) *rawRequest {
 	id := 4 * rc.NextBidi
 	rc.NextBidi++
 	req := rc.PrepareRequest(id, path)
@@ -69,16 +69,16 @@ func (rc *rawClient) Request(path string) *rawRequest {
 // stream id without sending it (over h3 it opens the control stream
 // first), so that a scenario can split, reorder or delay its bytes. The
 // frame carries the whole request with FIN.
-func (rc *rawClient) PrepareRequest(id uint64, path string) *rawRequest {
+func (rc *rawCore[P]) PrepareRequest(id uint64, path string) *rawRequest {
 	alpn := rc.NegotiatedALPN()
 	var body []byte
 	if alpn == h3.ALPNH3 {
 		if !rc.H3Control {
 			rc.H3Control = true
-			ctl := append([]byte{0x00}, h3Frame(0x04, nil)...)
+			ctl := append([]byte{0x00}, rawquic.H3Frame(0x04, nil)...)
 			rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: 2, Data: ctl}}, shortOpts{})
 		}
-		body = h3Frame(0x01, rawFieldSection(rc.t.profile, path))
+		body = rawquic.H3Frame(0x01, rawFieldSection(rc.serverName, path))
 	} else {
 		body = []byte("GET " + path + "\r\n")
 	}
@@ -89,7 +89,7 @@ func (rc *rawClient) PrepareRequest(id uint64, path string) *rawRequest {
 }
 
 // negotiatedALPN is the application protocol of the connection.
-func (rc *rawClient) NegotiatedALPN() string {
+func (rc *rawCore[P]) NegotiatedALPN() string {
 	alpn := rc.ALPN[0]
 	if rc.tls != nil {
 		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
@@ -101,8 +101,7 @@ func (rc *rawClient) NegotiatedALPN() string {
 
 // rawFieldSection encodes a GET request's field section with QPACK's
 // static table and literals only.
-func rawFieldSection(p *Profile, path string) []byte {
-	host := p.sni()
+func rawFieldSection(host, path string) []byte {
 	if host == "" {
 		host = "localhost"
 	}
@@ -118,7 +117,7 @@ func rawFieldSection(p *Profile, path string) []byte {
 // Body returns the response body of req so far: the stream's bytes for
 // hq-interop, the DATA frames' payloads for h3. done reports that the
 // whole response arrived.
-func (rc *rawClient) Body(req *rawRequest) (body []byte, done bool) {
+func (rc *rawCore[P]) Body(req *rawRequest) (body []byte, done bool) {
 	s := rc.Stream(req.ID)
 	if s == nil {
 		return nil, false
@@ -155,7 +154,7 @@ func (rc *rawClient) Body(req *rawRequest) (body []byte, done bool) {
 
 // responseDone reports that req's response stream is complete (cheaply:
 // Body parses the kept bytes).
-func (rc *rawClient) ResponseDone(req *rawRequest) bool {
+func (rc *rawCore[P]) ResponseDone(req *rawRequest) bool {
 	s := rc.Stream(req.ID)
 	return s != nil && s.Complete()
 }
@@ -163,18 +162,18 @@ func (rc *rawClient) ResponseDone(req *rawRequest) bool {
 // Fetch requests path and receives until the response is complete, d has
 // passed or the server closed; it resends the request when nothing at all
 // came back for a PTO (the raw client has no loss recovery).
-func (rc *rawClient) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
+func (rc *rawCore[P]) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
 	req := rc.Request(path)
 	return rc.Await(ctx, req, d)
 }
 
 // Await receives until req's response is complete, d has passed or the
 // server closed.
-func (rc *rawClient) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
+func (rc *rawCore[P]) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
 	deadline := time.Now().Add(d)
 	resent := false
 	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.PeerClosed {
-		rc.Receive(ctx, min(time.Until(deadline), rc.t.PTO()), func() bool {
+		rc.Receive(ctx, min(time.Until(deadline), rc.host.PTO()), func() bool {
 			return rc.ResponseDone(req) || rc.PeerClosed
 		})
 		if rc.ResponseDone(req) {

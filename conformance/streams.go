@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -201,18 +202,18 @@ func findClientTransportParameters(stream []byte) ([]byte, bool) {
 // testerTP decodes the transport parameters the tester sent on one
 // connection, from the ClientHello in its Initial CRYPTO data.
 func testerTP(c connRecord) *wire.TransportParameters {
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	for _, p := range c.packets {
 		if !p.sent || p.space != 0 {
 			continue
 		}
 		for _, f := range p.frames {
 			if cf, ok := f.(*wire.CryptoFrame); ok {
-				buf.add(cf.Offset, cf.Data)
+				buf.Add(cf.Offset, cf.Data)
 			}
 		}
 	}
-	raw, ok := findClientTransportParameters(buf.contiguous())
+	raw, ok := findClientTransportParameters(buf.Contiguous())
 	if !ok {
 		return nil
 	}

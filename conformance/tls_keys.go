@@ -785,7 +785,7 @@ func isHelloRetryRequest(m []byte) bool {
 // connection and whether the first ServerHello was a HelloRetryRequest.
 func helloRetryInInitial(c *connTrace) (hrr bool, serverHellos int) {
 	c.r.mu.Lock()
-	msgs := tlsMessages(append([]byte(nil), c.cryptoIn[0].contiguous()...))
+	msgs := tlsMessages(append([]byte(nil), c.cryptoIn[0].Contiguous()...))
 	c.r.mu.Unlock()
 	for _, m := range msgs {
 		if m[0] == tlsServerHello {
@@ -1324,17 +1324,17 @@ func (t *T) noServerTLSMessage(ctx context.Context, typ byte, name string) {
 	c := t.mustDial(ctx, DialOptions{})
 	t.fetchSmall(ctx, c)
 	t.rec.wait(ctx, t.PTO(), nil)
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	var last *packet
 	for _, p := range received(t.rec.snapshot(), c.ID(), 0) {
 		for _, f := range p.frames {
 			if cf, ok := f.(*wire.CryptoFrame); ok && p.space == 2 {
-				buf.add(cf.Offset, cf.Data)
+				buf.Add(cf.Offset, cf.Data)
 				last = p
 			}
 		}
 	}
-	msgs := tlsMessages(buf.contiguous())
+	msgs := tlsMessages(buf.Contiguous())
 	for _, m := range msgs {
 		if m[0] == typ {
 			t.Fail("absent", t.sc.Requirements[0], fmt.Sprintf("The server sent a TLS %s message in its 1-RTT CRYPTO data.", name), events(Response, last)...)
