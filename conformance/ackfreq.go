@@ -42,7 +42,7 @@ func runAFReorderingThreshold(ctx context.Context, t *T) {
 	var lastMissing, lastExtra []uint64
 	var lastTrig []*packet
 	for run := 0; run < 2 && ctx.Err() == nil; run++ {
-		base := rc.nextPN[2]
+		base := rc.NextPN[2]
 		mark := t.mark()
 		var trig []*packet
 		// Packets 5 ms apart, so that each is processed before the next
@@ -52,7 +52,7 @@ func runAFReorderingThreshold(ctx context.Context, t *T) {
 			trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PN: &pn}))
 			rc.Receive(ctx, 5*time.Millisecond, nil)
 		}
-		rc.nextPN[2] = base + reorderSequence[len(reorderSequence)-1] + 1
+		rc.NextPN[2] = base + reorderSequence[len(reorderSequence)-1] + 1
 		last := trig[len(trig)-1]
 		rc.Receive(ctx, t.immediate(), nil)
 		var largest []uint64
@@ -88,7 +88,7 @@ func runAFCEImmediate(ctx context.Context, t *T) {
 	rc, _ := t.rawAckFreq(ctx)
 	af := t.setAckFrequency(ctx, rc, &wire.AckFrequencyFrame{SequenceNumber: 0, AckElicitingThreshold: 9, RequestedMaxAckDelay: 50000, ReorderingThreshold: 1})
 	var ce uint8 = 2
-	rc.paths[0].ECN = func() uint8 { return ce }
+	rc.Paths[0].ECN = func() uint8 { return ce }
 	req := t.sc.Requirements[0]
 	// Control: the same burst without a CE mark must not be acknowledged
 	// at once, or a prompt ACK says nothing about the mark.

@@ -28,8 +28,8 @@ func TestPNSetMatchesAckFrame(t *testing.T) {
 			pns = append(pns, pn)
 		}
 		// The ranges are what the raw client's ACK frame would list.
-		var rc rawClient
-		want := rc.ackFrameOf(2, pns).Ranges
+		var rc rawCore[*packet]
+		want := rc.AckFrameOf(2, pns).Ranges
 		if got := s.Ack(32); !slices.Equal(got, want) {
 			t.Fatalf("ranges %v, want %v", got, want)
 		}

@@ -31,7 +31,7 @@ const silentWindow = 4 * time.Second
 func (t *T) silentClient(ctx context.Context, o rawOptions, d time.Duration) *rawClient {
 	rc := t.newRaw(ctx, o)
 	rc.Silent, rc.FollowRetry = true, false
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	rc.Receive(ctx, d, nil)
 	return rc
 }
@@ -66,7 +66,7 @@ func runAmpHandshakeLimit(ctx context.Context, t *T) {
 	rs := received(t.rec.snapshot(), rc.trace.id, 0)
 	if n == 0 {
 		t.requireControl(ctx, "The server sent nothing to the silent client")
-		t.Inconclusive(fmt.Sprintf("The server sent nothing in %v to a client whose first Initial it never answered, although a normal handshake works.", silentWindow), events(Context, rc.lastSent())...)
+		t.Inconclusive(fmt.Sprintf("The server sent nothing in %v to a client whose first Initial it never answered, although a normal handshake works.", silentWindow), events(Context, rc.LastSent())...)
 	}
 	t.Fact("amplification.factor", fmt.Sprintf("%.2f", float64(recv)/float64(sent)))
 	t.Fact("amplification.datagrams", n)
@@ -81,19 +81,19 @@ func runAmpHandshakeLimit(ctx context.Context, t *T) {
 func runAmpTracksClientBytes(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "ack-only-initials"})
 	rc.Silent, rc.FollowRetry = true, false
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	resumed := 0
 	for i := 0; i < 5 && ctx.Err() == nil; i++ {
 		rc.Receive(ctx, 500*time.Millisecond, nil)
-		if rc.recvd[0].Empty() {
+		if rc.Recvd[0].Empty() {
 			continue
 		}
 		before := t.datagramsReceived(rc.trace.id)
 		// ACK of the server's Initials plus PADDING, to the tester's
 		// original Destination Connection ID: using the server's ID would
 		// let it count the address as validated (RFC 9000 §8.1).
-		pkt, _ := rc.longPacket(0, []wire.Frame{rc.ackFrame(0)}, longOpts{DCID: rc.odcid, PadTo: 1200})
-		rc.send(pkt)
+		pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{DCID: rc.ODCID, PadTo: 1200})
+		rc.Send(pkt)
 		rc.Receive(ctx, 100*time.Millisecond, nil)
 		if t.datagramsReceived(rc.trace.id) > before {
 			resumed++
@@ -122,11 +122,11 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 func runAmpClosingState(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "unknown-alpn", ALPN: []string{"quiver-unknown-alpn"}})
 	rc.Silent, rc.FollowRetry = true, false
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += 200 * time.Millisecond {
 		rc.Receive(ctx, 200*time.Millisecond, nil)
-		pkt, _ := rc.longPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{DCID: rc.odcid, PadTo: 1200})
-		rc.send(pkt)
+		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{DCID: rc.ODCID, PadTo: 1200})
+		rc.Send(pkt)
 	}
 	rc.Receive(ctx, 200*time.Millisecond, nil)
 	at, sent, recv, over := t.ampOverrun(rc)
@@ -184,7 +184,7 @@ func runRetryFormat(ctx context.Context, t *T) {
 	t.Fact("retry.token-length", len(r.Token))
 	t.Fact("retry.scid-length", len(r.SCID))
 	ok := true
-	if protect.VerifyRetry(uint32(r.Version), rc.odcid, raw[0]) != nil {
+	if protect.VerifyRetry(uint32(r.Version), rc.ODCID, raw[0]) != nil {
 		t.Fail("tag", reqs[0], "The server's Retry Integrity Tag does not validate against the client's original Destination Connection ID; a client must discard it.", events(Response, rets...)...)
 		ok = false
 	}
@@ -192,7 +192,7 @@ func runRetryFormat(ctx context.Context, t *T) {
 		t.Fail("token", reqs[1], "The server's Retry carries an empty token; a client must discard it.", events(Response, rets...)...)
 		ok = false
 	}
-	if bytes.Equal(r.SCID, rc.odcid) {
+	if bytes.Equal(r.SCID, rc.ODCID) {
 		t.Fail("scid", reqs[2], fmt.Sprintf("The Retry's Source Connection ID %x equals the client's Destination Connection ID.", r.SCID), events(Response, rets...)...)
 		ok = false
 	}
@@ -208,7 +208,7 @@ func runRetryFormat(ctx context.Context, t *T) {
 func runRetryHandshake(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "after-retry"})
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
-	if rc.retrySCID == nil {
+	if rc.RetrySCID == nil {
 		t.Unsupported("The server answered the first Initial without a Retry.")
 	}
 	reqs := t.sc.Requirements
@@ -225,12 +225,12 @@ func runRetryHandshake(ctx context.Context, t *T) {
 		t.Fail("retry-scid", reqs[0], "After a Retry the server's transport parameters carry no retry_source_connection_id.")
 		return
 	}
-	if !bytes.Equal(tp.RetrySourceConnectionID, rc.retrySCID) {
-		t.Fail("retry-scid", reqs[1], fmt.Sprintf("retry_source_connection_id is %x, but the Retry's Source Connection ID was %x.", tp.RetrySourceConnectionID, rc.retrySCID))
+	if !bytes.Equal(tp.RetrySourceConnectionID, rc.RetrySCID) {
+		t.Fail("retry-scid", reqs[1], fmt.Sprintf("retry_source_connection_id is %x, but the Retry's Source Connection ID was %x.", tp.RetrySourceConnectionID, rc.RetrySCID))
 		return
 	}
-	if !bytes.Equal(tp.OriginalDestinationConnectionID, rc.odcid) {
-		t.Fail("odcid", reqs[1], fmt.Sprintf("original_destination_connection_id is %x, but the client's first Destination Connection ID was %x.", tp.OriginalDestinationConnectionID, rc.odcid))
+	if !bytes.Equal(tp.OriginalDestinationConnectionID, rc.ODCID) {
+		t.Fail("odcid", reqs[1], fmt.Sprintf("original_destination_connection_id is %x, but the client's first Destination Connection ID was %x.", tp.OriginalDestinationConnectionID, rc.ODCID))
 		return
 	}
 	body, ferr := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
@@ -247,7 +247,7 @@ func runRetryTokenCorrupted(ctx context.Context, t *T) {
 		return b
 	}
 	herr := rc.Handshake(ctx, t.Settle())
-	if rc.retrySCID == nil {
+	if rc.RetrySCID == nil {
 		t.Unsupported("The server answered the first Initial without a Retry.")
 	}
 	req := t.sc.Requirements[0]
@@ -261,7 +261,7 @@ func runRetryTokenCorrupted(ctx context.Context, t *T) {
 		t.Warn("invalid-token", req, fmt.Sprintf("The server closed with %s instead of INVALID_TOKEN on a corrupted Retry token.", closeCode(cl.closeFrame())), events(Response, cl)...)
 		return
 	}
-	if herr == nil || rc.serverSCID != nil {
+	if herr == nil || rc.ServerSCID != nil {
 		t.Observe("invalid-token", "The handshake went on with the corrupted Retry token; the server may count the address as validated by the Retry's connection ID alone (RFC 9000 §8.1).")
 		return
 	}
@@ -346,10 +346,10 @@ func (t *T) tokenAcceptance(ctx context.Context, label string, tok []byte, alway
 
 func runTokenAccepted(ctx context.Context, t *T) {
 	rc1, tok := t.requireNewToken(ctx)
-	always := rc1.retrySCID != nil
+	always := rc1.RetrySCID != nil
 	acc, seen, why, rc := t.tokenAcceptance(ctx, "with-token", tok, always, rawOptions{})
 	req := t.sc.Requirements[0]
-	first := rc.lastSent()
+	first := rc.LastSent()
 	switch {
 	case acc:
 		t.Fact("token.new-token", "accepted")
@@ -370,7 +370,7 @@ func runTokenUnknown(ctx context.Context, t *T) {
 	switch {
 	case err == nil:
 		t.Pass("proceeds", req, "With a token it never issued, the server carried on with the handshake.")
-	case rc.retrySCID != nil:
+	case rc.RetrySCID != nil:
 		t.Pass("proceeds", req, "With a token it never issued, the server answered with a Retry.")
 	default:
 		if cl := firstClose(ps); cl != nil {
@@ -388,7 +388,7 @@ func runTokenUnknown(ctx context.Context, t *T) {
 
 func runTokenReplay(ctx context.Context, t *T) {
 	rc1, tok := t.requireNewToken(ctx)
-	always := rc1.retrySCID != nil
+	always := rc1.RetrySCID != nil
 	acc2, seen2, why2, _ := t.tokenAcceptance(ctx, "use-1", tok, always, rawOptions{})
 	if !seen2 || !acc2 {
 		t.Inconclusive(fmt.Sprintf("Acceptance of the token cannot be seen on its first use (%s), so a replay cannot be judged.", why2))
@@ -404,7 +404,7 @@ func runTokenReplay(ctx context.Context, t *T) {
 
 func runTokenOtherAddress(ctx context.Context, t *T) {
 	rc1, tok := t.requireNewToken(ctx)
-	ip, ok := rc1.secondLocalAddr()
+	ip, ok := rc1.SecondLocalAddr()
 	if !ok {
 		t.Inconclusive("The tester has no second local IP address from which it can reach the target.")
 	}
@@ -428,15 +428,15 @@ const retryStaleAfter = 15 * time.Second
 func runRetryTokenStale(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "stale-retry-token"})
 	rc.FollowRetry = false
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	var retry *wire.Retry
 	var retryP *packet
 	rc.Receive(ctx, t.Settle(), func() bool {
 		retry, retryP = t.retryOf(rc)
-		return retry != nil || rc.serverSCID != nil
+		return retry != nil || rc.ServerSCID != nil
 	})
 	if retry == nil {
-		if rc.serverSCID == nil {
+		if rc.ServerSCID == nil {
 			t.requireControl(ctx, "The server answered the first Initial with nothing")
 		}
 		t.Unsupported("The server answered the first Initial without a Retry, so it issued no Retry token to replay.")
@@ -448,14 +448,14 @@ func runRetryTokenStale(ctx context.Context, t *T) {
 	}
 	// The Initial the tester would have sent next: the token, the
 	// Retry's Source Connection ID as Destination, the same ClientHello.
-	rc.token = append([]byte(nil), retry.Token...)
-	rc.dcid = append([]byte(nil), retry.SCID...)
-	rc.initialKeys(rc.dcid)
+	rc.Token = append([]byte(nil), retry.Token...)
+	rc.DCID = append([]byte(nil), retry.SCID...)
+	rc.InitialKeys(rc.DCID)
 	mark := t.mark()
-	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.clientHello}}, longOpts{PadTo: 1200})
-	trig := rc.lastSent()
-	rc.send(pkt)
-	rc.Receive(ctx, t.Settle(), func() bool { return rc.serverSCID != nil || rc.peerClosed || len(t.retriesSince(rc, mark)) > 0 })
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.HelloMsg}}, longOpts{PadTo: 1200})
+	trig := rc.LastSent()
+	rc.Send(pkt)
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.ServerSCID != nil || rc.PeerClosed || len(t.retriesSince(rc, mark)) > 0 })
 	req := t.sc.Requirements[0]
 	ps := received(t.rec.snapshot(), rc.trace.id, mark)
 	after := fmt.Sprintf("%v after the Retry", trig.at.Sub(retryP.at).Round(time.Millisecond))
@@ -468,7 +468,7 @@ func runRetryTokenStale(ctx context.Context, t *T) {
 		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token was refused with %s.", after, closeCode(cc)), evidence(events(Trigger, trig), events(Response, cl))...)
 		return
 	}
-	if rc.serverSCID != nil {
+	if rc.ServerSCID != nil {
 		t.Warn("refused", req, fmt.Sprintf("Replayed %s, the Retry token was still accepted: the server went on with the handshake; accept Retry tokens only for a short time.", after), evidence(events(Trigger, trig), events(Response, lastN(ps, 2)...))...)
 		return
 	}
@@ -485,7 +485,7 @@ func (t *T) retryOf(rc *rawClient) (*wire.Retry, *packet) {
 	t.rec.mu.Lock()
 	defer t.rec.mu.Unlock()
 	for _, d := range t.rec.allDatagramsLocked() {
-		if d.sent || d.local != rc.paths[0].Local || d.size == 0 || d.b[0]&0x80 == 0 {
+		if d.sent || d.local != rc.Paths[0].Local || d.size == 0 || d.b[0]&0x80 == 0 {
 			continue
 		}
 		if r, err := wire.ParseRetry(d.b); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -30,7 +31,7 @@ var (
 // one direction of the connection (sent by the tester when sent is set):
 // its stream ID, the end of the data seen, and that data from offset 0.
 func controlStreamEnd(ps []*packet, conn int, sent bool) (id, end uint64, data []byte, ok bool) {
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	for _, p := range ps {
 		if p.sent != sent || p.conn != conn {
 			continue
@@ -45,11 +46,11 @@ func controlStreamEnd(ps []*packet, conn int, sent bool) (id, end uint64, data [
 			}
 			if ok && sf.StreamID == id {
 				end = max(end, sf.Offset+uint64(len(sf.Data)))
-				buf.add(sf.Offset, sf.Data)
+				buf.Add(sf.Offset, sf.Data)
 			}
 		}
 	}
-	return id, end, buf.contiguous(), ok
+	return id, end, buf.Contiguous(), ok
 }
 
 // h3FrameTypes lists the frame types of an HTTP/3 frame sequence, as far
@@ -113,14 +114,14 @@ func registerClientH3() {
 		return func(ctx context.Context, t *T, s *testServer, c *Conn) {
 			var frames [][]byte
 			for _, id := range ids {
-				frames = append(frames, h3Frame(h3FrameGoaway, wire.AppendVarint(nil, id)))
+				frames = append(frames, rawquic.H3Frame(h3FrameGoaway, wire.AppendVarint(nil, id)))
 			}
 			onServerControl(ctx, t, s, c, frames...)
 		}
 	}
 	h3Scenario("cli-h3-max-push-id-from-server", "MAX_PUSH_ID from the server", []Requirement{reqCliH3MaxPushID}, h3.ErrCodeFrameUnexpected,
 		"a MAX_PUSH_ID frame on the server's control stream", []variantT{{"max-push-id", func(ctx context.Context, t *T, s *testServer, c *Conn) {
-			onServerControl(ctx, t, s, c, h3Frame(h3FrameMaxPushID, wire.AppendVarint(nil, 4)))
+			onServerControl(ctx, t, s, c, rawquic.H3Frame(h3FrameMaxPushID, wire.AppendVarint(nil, 4)))
 		}}})
 	h3Scenario("cli-h3-goaway-id-increase", "A GOAWAY whose stream ID grows", []Requirement{reqCliH3GoawayUp}, h3.ErrCodeIDError,
 		"GOAWAY with stream ID 8, then GOAWAY with stream ID 12", []variantT{{"goaway 8 then 12", goaway(8, 12)}})
@@ -145,7 +146,7 @@ func registerClientH3() {
 			if tp := t.clientTPOf(s); tp.InitialMaxStreamsBidi == 0 {
 				t.Unsupported("The client's initial_max_streams_bidi is 0, so the server cannot open a bidirectional stream (covered by cli-stream-limit-violation).")
 			}
-			bidiStream(ctx, t, c, h3Frame(h3FrameHeaders, []byte{0, 0}))
+			bidiStream(ctx, t, c, rawquic.H3Frame(h3FrameHeaders, []byte{0, 0}))
 		}}})
 }
 

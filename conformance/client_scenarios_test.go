@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -77,7 +78,7 @@ func TestClearQUICBits(t *testing.T) {
 }
 
 func TestH3FrameTypes(t *testing.T) {
-	b := cat(settingsFrame(6, 100), h3Frame(h3FrameMaxPushID, []byte{4}), h3Frame(h3FrameGoaway, []byte{8}))
+	b := cat(settingsFrame(6, 100), rawquic.H3Frame(h3FrameMaxPushID, []byte{4}), rawquic.H3Frame(h3FrameGoaway, []byte{8}))
 	got := h3FrameTypes(b)
 	if len(got) != 3 || got[1] != h3FrameMaxPushID || got[2] != h3FrameGoaway {
 		t.Errorf("frame types %v", got)
@@ -91,7 +92,7 @@ func TestControlStreamEnd(t *testing.T) {
 	ps := []*packet{
 		{sent: true, frames: []wire.Frame{&wire.StreamFrame{StreamID: 7, Data: []byte{0x02}}}},
 		{sent: true, frames: []wire.Frame{&wire.StreamFrame{StreamID: 3, Data: cat([]byte{h3StreamTypeControl}, settingsFrame())}}},
-		{sent: true, frames: []wire.Frame{&wire.StreamFrame{StreamID: 3, Offset: 3, Data: h3Frame(h3FrameGoaway, []byte{8})}}},
+		{sent: true, frames: []wire.Frame{&wire.StreamFrame{StreamID: 3, Offset: 3, Data: rawquic.H3Frame(h3FrameGoaway, []byte{8})}}},
 		{sent: false, frames: []wire.Frame{&wire.StreamFrame{StreamID: 2, Data: []byte{0}}}},
 	}
 	id, end, data, ok := controlStreamEnd(ps, 0, true)

@@ -27,6 +27,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/qlog"
 	"github.com/quiver-quic/quiver/quic"
@@ -647,7 +648,7 @@ func (s *testServer) clientTP() *wire.TransportParameters {
 	c := s.trace
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
-	for _, m := range tlsMessages(c.cryptoIn[0].contiguous()) {
+	for _, m := range tlsMessages(c.cryptoIn[0].Contiguous()) {
 		if m[0] != 1 { // ClientHello
 			continue
 		}
@@ -746,13 +747,13 @@ func openClientInitial(d []byte) (*clientInitial, bool) {
 
 // cryptoData concatenates the CRYPTO frames of an Initial from offset 0.
 func (ci *clientInitial) cryptoData() []byte {
-	var b cryptoBuffer
+	var b rawquic.CryptoBuffer
 	for _, f := range ci.frames {
 		if cf, ok := f.(*wire.CryptoFrame); ok {
-			b.add(cf.Offset, cf.Data)
+			b.Add(cf.Offset, cf.Data)
 		}
 	}
-	return b.contiguous()
+	return b.Contiguous()
 }
 
 // errNoConnection is the sentence part for a client that never connected.
@@ -850,7 +851,7 @@ func (s *testServer) openRaw(d []byte, fn func(h wire.Header, space int, pn uint
 		}
 		pkt := append([]byte(nil), rest[:h.PacketLen]...)
 		rest = rest[h.PacketLen:]
-		space := spaceOf(h.Type)
+		space := rawquic.SpaceOf(h.Type)
 		if space < 0 || h.Type == wire.PacketType0RTT {
 			continue
 		}

@@ -108,7 +108,7 @@ func runSRUnknownCID(ctx context.Context, t *T) {
 	for _, size := range []int{1200, 100, 50} {
 		before := t.datagramsReceived(rc.trace.id)
 		b := append([]byte{0x40 | 0x01}, randomBytes(size-1)...)
-		rc.send(b)
+		rc.Send(b)
 		rc.Receive(ctx, max(t.PTO(), 300*time.Millisecond), nil)
 		if n := t.datagramsReceived(rc.trace.id) - before; n > 0 {
 			policy[fmt.Sprint(size)] = fmt.Sprintf("%d answer(s)", n)
@@ -166,7 +166,7 @@ func (t *T) newIdleConn(ctx context.Context, label string) *idleConn {
 		ic.effective = min(ic.effective, ic.server)
 	}
 	ic.quiet = time.Now()
-	if p := rc.lastSent(); p != nil {
+	if p := rc.LastSent(); p != nil {
 		ic.quiet = p.at
 	}
 	return ic
@@ -309,7 +309,7 @@ type serverCIDToken struct {
 // its handshake ID (with stateless_reset_token, if sent) and every
 // NEW_CONNECTION_ID.
 func (t *T) serverCIDsOf(rc *rawClient) []serverCIDToken {
-	out := []serverCIDToken{{seq: 0, cid: rc.serverSCID}}
+	out := []serverCIDToken{{seq: 0, cid: rc.ServerSCID}}
 	if tp := rc.ServerTP(); tp != nil && tp.HasStatelessResetToken {
 		out[0].token, out[0].hasToken = tp.StatelessResetToken, true
 	}
@@ -343,7 +343,7 @@ func (t *T) answersSince(rc *rawClient, at time.Time) [][]byte {
 	defer t.rec.mu.Unlock()
 	var out [][]byte
 	for _, d := range t.rec.allDatagramsLocked() {
-		if !d.sent && d.local == rc.paths[0].Local && !d.at.Before(at) {
+		if !d.sent && d.local == rc.Paths[0].Local && !d.at.Before(at) {
 			out = append(out, d.b)
 		}
 	}
@@ -365,7 +365,7 @@ func runSRAfterStateLoss(ctx context.Context, t *T) {
 			continue
 		}
 		at := time.Now()
-		rc.send(shortJunk(s.cid, 100))
+		rc.Send(shortJunk(s.cid, 100))
 		rc.Receive(ctx, max(t.PTO(), 300*time.Millisecond), nil)
 		ans := t.answersSince(rc, at)
 		key := fmt.Sprintf("seq %d (%x)", s.seq, s.cid)
@@ -444,7 +444,7 @@ func runSRSizeRules(ctx context.Context, t *T) {
 	wait := max(t.PTO(), 300*time.Millisecond)
 	probe := func(n int) srProbe {
 		at := time.Now()
-		rc.send(shortJunk(randomBytes(8), n))
+		rc.Send(shortJunk(randomBytes(8), n))
 		rc.Receive(ctx, wait, nil)
 		return srProbe{trigger: n, answers: t.answersSince(rc, at)}
 	}
@@ -489,14 +489,14 @@ func (rc *rawClient) rawStatelessReset(dcid []byte, n int, tok [16]byte) *packet
 	p := &packet{at: now, conn: rc.trace.id, sent: true, space: -1, datagram: len(b)}
 	p.ev = PacketEvent{Direction: "sent", PacketType: "stateless_reset", Number: -1, Size: len(b), Frames: []string{fmt.Sprintf("token %x", tok)}}
 	rc.t.rec.addPacket(p)
-	rc.send(b)
+	rc.Send(b)
 	return p
 }
 
 // newTesterCID issues a connection ID of the tester's length with a
 // random stateless reset token and returns both with the frame's packet.
 func (rc *rawClient) newTesterCID(seq, rpt uint64) ([]byte, [16]byte, *packet) {
-	cid := randomBytes(len(rc.scid))
+	cid := randomBytes(len(rc.SCID))
 	tok := [16]byte(randomBytes(16))
 	p := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: rpt, ConnectionID: cid, StatelessResetToken: tok}}, shortOpts{})
 	return cid, tok, p
@@ -518,7 +518,7 @@ func runSRHonoured(ctx context.Context, t *T) {
 	}
 	rc.Receive(ctx, 10*time.Millisecond, nil)
 	rc.NoAcks = true
-	rs := rc.rawStatelessReset(rc.dcid, 50, tok)
+	rs := rc.rawStatelessReset(rc.DCID, 50, tok)
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += t.PTO() {
 		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
@@ -571,7 +571,7 @@ func runSRForeignToken(ctx context.Context, t *T) {
 		rc.Receive(ctx, t.PTO(), nil)
 		tok, ok, why, evs := setup(rc)
 		mark := t.mark()
-		rs := rc.rawStatelessReset(rc.dcid, 50, tok)
+		rs := rc.rawStatelessReset(rc.DCID, 50, tok)
 		var pings []*packet
 		for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += t.PTO() {
 			pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
@@ -705,7 +705,7 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	identical := 0
 	t.rec.mu.Lock()
 	for _, d := range t.rec.allDatagramsLocked() {
-		if d.sent || d.local != rc.local || d.at.Before(cl.at) {
+		if d.sent || d.local != rc.Local || d.at.Before(cl.at) {
 			continue
 		}
 		if first == nil {
@@ -889,9 +889,9 @@ func placementAfterConfirmed(epoch []*packet, p *packet, cc *wire.ConnectionClos
 // server's Initial packets and a STREAM frame, which Initial packets do
 // not allow (RFC 9000 §12.4, Table 3).
 func (rc *rawClient) sendInitialStream() *packet {
-	pkt, _ := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}}, longOpts{PadTo: 1200})
-	p := rc.lastSent()
-	rc.send(pkt)
+	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}}, longOpts{PadTo: 1200})
+	p := rc.LastSent()
+	rc.Send(pkt)
 	return p
 }
 
@@ -915,15 +915,15 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	if in == nil && hs == nil && app == nil {
 		// Did the connection go on? Finish the handshake.
 		rc.Silent = false
-		rc.flush()
-		rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || rc.peerClosed })
+		rc.Flush()
+		rc.Receive(ctx, t.Settle(), func() bool { return rc.Confirmed || rc.PeerClosed })
 		// An acknowledgment proves the packet was processed (RFC 9000
 		// §13.1); a server that dropped it unread is not judged.
-		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 0, trig.pn); rc.confirmed && a != nil {
+		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 0, trig.pn); rc.Confirmed && a != nil {
 			t.Fail("close", reqFrameNotPermitted, "The server acknowledged an Initial packet carrying a STREAM frame and completed the handshake instead of closing with PROTOCOL_VIOLATION.", evidence(events(Trigger, trig), events(Response, a))...)
 			return
 		}
-		if rc.confirmed {
+		if rc.Confirmed {
 			t.Inconclusive("The server never acknowledged the Initial packet carrying a STREAM frame and completed the handshake: it may have dropped the packet unread.", events(Trigger, trig)...)
 		}
 		t.Inconclusive(fmt.Sprintf("No CONNECTION_CLOSE arrived within %v of an Initial packet carrying a STREAM frame, and the handshake did not complete either.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -93,7 +94,7 @@ func (t *T) recoverCloses(trace *connTrace, since time.Time) []unopened {
 			}
 			pkt := append([]byte(nil), rest[:h.PacketLen]...)
 			rest = rest[h.PacketLen:]
-			sp := spaceOf(h.Type)
+			sp := rawquic.SpaceOf(h.Type)
 			if sp < 0 || h.Type == wire.PacketType0RTT {
 				continue
 			}

@@ -171,8 +171,8 @@ func runCIDSupply(ctx context.Context, t *T) {
 func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
 	spare := t.rawSpareCID(ctx, rc)
-	old := rc.dcid
-	rc.dcid = append([]byte(nil), spare.ConnectionID...)
+	old := rc.DCID
+	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	mark := t.mark()
 	req := t.sc.Requirements[0]
 	body, err := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
@@ -188,7 +188,7 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 		}
 	}
 	// Does the old ID still work?
-	rc.dcid = old
+	rc.DCID = old
 	m2 := t.mark()
 	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	if a := rc.receiveUntil(ctx, t.PTO()*2, m2, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, pg.pn) != nil }); a != nil {
@@ -206,7 +206,7 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 	for _, fa := range framesOf[*wire.NewConnectionIDFrame](t.rec.snapshot(), rc.trace.id, 0, false) {
 		maxSeq = max(maxSeq, fa.f.(*wire.NewConnectionIDFrame).SequenceNumber)
 	}
-	rc.dcid = append([]byte(nil), spare.ConnectionID...)
+	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	mark := t.mark()
 	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: 0}}, shortOpts{})
 	req := t.sc.Requirements[0]
@@ -222,7 +222,7 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 		t.Pass("replacement", req, fmt.Sprintf("After the tester retired sequence 0, the server issued a new connection ID above sequence %d.", maxSeq), evidence(events(Trigger, trig), events(Response, p))...)
 		return
 	}
-	if rc.peerClosed {
+	if rc.PeerClosed {
 		t.Inconclusive("The server closed the connection after the tester retired sequence 0.", events(Trigger, trig)...)
 	}
 	t.Warn("replacement", req, fmt.Sprintf("The server issued no new connection ID within %v after the tester retired sequence 0; supply a replacement when the peer retires one.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
@@ -231,12 +231,12 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 func runCIDRetireCurrent(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
 	spare := t.rawSpareCID(ctx, rc)
-	rc.dcid = append([]byte(nil), spare.ConnectionID...)
+	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	mark := t.mark()
 	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: spare.SequenceNumber}}, shortOpts{})
 	rc.Receive(ctx, t.PTO(), nil)
 	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
-	rc.Receive(ctx, t.Settle(), func() bool { return rc.peerClosed })
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.PeerClosed })
 	ps := t.rec.snapshot()
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 		t.Fact("cid.retire-current", "close "+closeCode(cl.closeFrame()))
@@ -284,16 +284,16 @@ func runCIDClientExceedsLimit(ctx context.Context, t *T) {
 
 func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
-	if len(rc.scid) == 0 {
+	if len(rc.SCID) == 0 {
 		t.Errorf("the raw client has a zero-length connection ID")
 	}
 	rc.Receive(ctx, t.PTO(), nil)
-	old := rc.scid
-	cid := randomBytes(len(rc.scid))
+	old := rc.SCID
+	cid := randomBytes(len(rc.SCID))
 	mark := t.mark()
 	trig := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, RetirePriorTo: 1, ConnectionID: cid, StatelessResetToken: [16]byte(randomBytes(16))}}, shortOpts{})
 	sent := time.Now()
-	for waited := time.Duration(0); waited < t.Settle() && !rc.peerClosed; waited += t.PTO() {
+	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed; waited += t.PTO() {
 		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		rc.Receive(ctx, t.PTO(), nil)
 	}
@@ -322,8 +322,8 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 func runCIDDuplicateFrame(ctx context.Context, t *T) {
 	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
-	f := &wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(len(rc.scid)), StatelessResetToken: [16]byte(randomBytes(16))}
-	if len(rc.scid) == 0 {
+	f := &wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))}
+	if len(rc.SCID) == 0 {
 		t.Errorf("the raw client has a zero-length connection ID")
 	}
 	mark := t.mark()
@@ -333,7 +333,7 @@ func runCIDDuplicateFrame(ctx context.Context, t *T) {
 		rc.Receive(ctx, 10*time.Millisecond, nil)
 	}
 	var pings []*packet
-	for waited := time.Duration(0); waited < t.Settle() && !rc.peerClosed; waited += t.PTO() {
+	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed; waited += t.PTO() {
 		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
 		rc.Receive(ctx, t.PTO(), nil)
 	}
@@ -453,8 +453,8 @@ func init() {
 		Requirements: []Requirement{rfc9000("19.16", Must, "An endpoint that provides a zero-length connection ID MUST treat receipt of a RETIRE_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
-			if len(rc.serverSCID) > 0 {
-				t.Unsupported(fmt.Sprintf("The server uses %d-byte connection IDs, not zero-length ones.", len(rc.serverSCID)))
+			if len(rc.ServerSCID) > 0 {
+				t.Unsupported(fmt.Sprintf("The server uses %d-byte connection IDs, not zero-length ones.", len(rc.ServerSCID)))
 			}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
 				Describe: "a RETIRE_CONNECTION_ID frame to a server with a zero-length connection ID"}, true, func() {

@@ -108,7 +108,7 @@ func runDgramInHandshake(ctx context.Context, t *T) {
 	tp := defaultClientTP(scid)
 	tp.HasMaxDatagramFrameSize, tp.MaxDatagramFrameSize = true, 65535
 	rc := t.newRaw(ctx, rawOptions{Label: "dgram-in-handshake", SCID: scid, TP: tp})
-	rc.handshakeExtra = []wire.Frame{&wire.DatagramFrame{Data: []byte("quiver datagram in a Handshake packet")}}
+	rc.HandshakeExtra = []wire.Frame{&wire.DatagramFrame{Data: []byte("quiver datagram in a Handshake packet")}}
 	t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: reqFrameNotPermitted, Codes: transportCodes(wire.ProtocolViolation),
 		Describe: "a DATAGRAM frame in the Handshake packet carrying the client's Finished"}, true, func() {
 		rc.Handshake(ctx, t.Settle())

@@ -111,14 +111,14 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 			if connLevel {
 				return total >= limit
 			}
-			return rc.streamEnd(reqs[0].id) >= limit
+			return rc.streamEnd(reqs[0].ID) >= limit
 		}
 	}
 	grant := func(limit uint64) *packet {
 		if connLevel {
 			return rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: limit}}, shortOpts{})
 		}
-		return rc.Send1RTT([]wire.Frame{&wire.MaxStreamDataFrame{StreamID: reqs[0].id, Maximum: limit}}, shortOpts{})
+		return rc.Send1RTT([]wire.Frame{&wire.MaxStreamDataFrame{StreamID: reqs[0].ID, Maximum: limit}}, shortOpts{})
 	}
 	// Phase 1: the initial limit for one settle window, phase 2: twice
 	// it, phase 3: the full size (catalogue).
@@ -151,12 +151,12 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	}
 	done := 0
 	for _, req := range reqs {
-		if rc.responseDone(req) {
+		if rc.ResponseDone(req) {
 			done++
 		}
 	}
 	t.Fact("fc.completed-downloads", fmt.Sprintf("%d of %d", done, len(reqs)))
-	sid := reqs[0].id
+	sid := reqs[0].ID
 	t.Pass("within-limit", r, fmt.Sprintf("Against a %s the server never exceeded the limit in force (%d bytes in all, %d on stream %d); %d of %d downloads completed after the last raise.", what, total, ends[sid], sid, done, len(reqs)), events(Trigger, g1, g2)...)
 }
 
@@ -193,7 +193,7 @@ func runFCBlockedSignalled(ctx context.Context, t *T) {
 		stalled := rc.stallOn(ctx, func() bool {
 			ps := t.rec.snapshot()
 			_, ends, total := judgeFlowControl(ps, rc.trace.id, tp)
-			if (ph.conn && total >= ph.limit) || (!ph.conn && ends[req.id] >= ph.limit) {
+			if (ph.conn && total >= ph.limit) || (!ph.conn && ends[req.ID] >= ph.limit) {
 				if rs := received(ps, rc.trace.id, 0); len(rs) > 0 {
 					stallPkt = rs[len(rs)-1]
 				}
@@ -242,20 +242,20 @@ func runFCOutdated(ctx context.Context, t *T) {
 		tp.InitialMaxStreamDataBidiLocal = initial
 	})
 	req := rc.Request(t.profile.Target.LargePath)
-	if !rc.stallOn(ctx, func() bool { return rc.streamEnd(req.id) >= initial }) {
-		t.Inconclusive(fmt.Sprintf("The server did not send the first %d bytes of %s within the settle window (%d arrived).", initial, t.profile.Target.LargePath, rc.streamEnd(req.id)))
+	if !rc.stallOn(ctx, func() bool { return rc.streamEnd(req.ID) >= initial }) {
+		t.Inconclusive(fmt.Sprintf("The server did not send the first %d bytes of %s within the settle window (%d arrived).", initial, t.profile.Target.LargePath, rc.streamEnd(req.ID)))
 	}
 	mark := t.mark()
-	raise := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: big + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.id, Maximum: big}}, shortOpts{})
-	old := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.id, Maximum: small}}, shortOpts{})
+	raise := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: big + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: big}}, shortOpts{})
+	old := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: small}}, shortOpts{})
 	trig := events(Trigger, raise, old)
 	// Wait for the data to reach the larger limit and for the outdated
 	// packet's acknowledgment (which a server may delay).
 	rc.stallOn(ctx, func() bool {
-		return rc.streamEnd(req.id) >= big && ackedBy(t.rec.snapshot(), rc.trace.id, spaceApp, old.pn) != nil
+		return rc.streamEnd(req.ID) >= big && ackedBy(t.rec.snapshot(), rc.trace.id, spaceApp, old.pn) != nil
 	})
 	ps := t.rec.snapshot()
-	end := rc.streamEnd(req.id)
+	end := rc.streamEnd(req.ID)
 	t.Fact("fc.outdated-stream-end", end)
 	accept, ignore := t.sc.Requirements[0], t.sc.Requirements[1]
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {

@@ -165,7 +165,7 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 	cleared := 0
 	t.rec.mu.Lock()
 	for _, d := range t.rec.allDatagramsLocked() {
-		if d.sent && d.local == rc.local && d.size > 0 && d.b[0]&0x40 == 0 {
+		if d.sent && d.local == rc.Local && d.size > 0 && d.b[0]&0x40 == 0 {
 			cleared++
 		}
 	}

@@ -19,20 +19,13 @@ import (
 // Family K: HTTP/3 and QPACK (docs/scenarios.md). The tester writes its own
 // unidirectional streams byte by byte, so it can break the rules.
 
-// h3Frame encodes one HTTP/3 frame: type, length, payload.
-func h3Frame(typ uint64, payload []byte) []byte {
-	b := wire.AppendVarint(nil, typ)
-	b = wire.AppendVarint(b, uint64(len(payload)))
-	return append(b, payload...)
-}
-
 // settingsFrame is an empty SETTINGS frame plus the given pairs.
 func settingsFrame(pairs ...uint64) []byte {
 	var p []byte
 	for _, v := range pairs {
 		p = wire.AppendVarint(p, v)
 	}
-	return h3Frame(0x04, p)
+	return rawquic.H3Frame(0x04, p)
 }
 
 // uniStream opens a client unidirectional stream with the given bytes and,
@@ -99,7 +92,7 @@ func qpackInt(first byte, bits int, v uint64) []byte {
 func (t *T) serverSettings(ctx context.Context, c *Conn) *h3.SettingsFrame {
 	var st *h3.SettingsFrame
 	find := func(ps []*packet) bool {
-		bufs := map[uint64]*cryptoBuffer{}
+		bufs := map[uint64]*rawquic.CryptoBuffer{}
 		for _, p := range received(ps, c.ID(), 0) {
 			for _, f := range p.frames {
 				sf, ok := f.(*wire.StreamFrame)
@@ -108,14 +101,14 @@ func (t *T) serverSettings(ctx context.Context, c *Conn) *h3.SettingsFrame {
 				}
 				b := bufs[sf.StreamID]
 				if b == nil {
-					b = &cryptoBuffer{}
+					b = &rawquic.CryptoBuffer{}
 					bufs[sf.StreamID] = b
 				}
-				b.add(sf.Offset, sf.Data)
+				b.Add(sf.Offset, sf.Data)
 			}
 		}
 		for _, b := range bufs {
-			d := b.contiguous()
+			d := b.Contiguous()
 			if len(d) < 2 || d[0] != 0x00 {
 				continue
 			}
@@ -198,7 +191,7 @@ func requestFields(p *Profile, method, path string) []hfield {
 }
 
 // headersFrame is an HTTP/3 HEADERS frame around a field section.
-func headersFrameOf(section []byte) []byte { return h3Frame(0x01, section) }
+func headersFrameOf(section []byte) []byte { return rawquic.H3Frame(0x01, section) }
 
 // qpackReadInt decodes a prefix integer whose prefix has bits bits (RFC
 // 9204 §4.1.1). n is 0 when b ends first or the value would not fit in 62

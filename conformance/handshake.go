@@ -107,8 +107,8 @@ func tpFacts(tp *wire.TransportParameters) map[string]string {
 
 func runHSInitialTooSmall(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "undersized"})
-	rc.sendClientHello(ctx, 1100)
-	trig := rc.lastSent()
+	rc.SendClientHello(ctx, 1100)
+	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
 	req := t.sc.Requirements[0]
 	a := classify(t.rec.snapshot(), rc.trace.id)
@@ -135,8 +135,8 @@ func runHSInitialTooSmall(ctx context.Context, t *T) {
 
 func runHSDCIDTooLong(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "dcid-21", DCID: randomBytes(21)})
-	rc.sendClientHello(ctx, 1200)
-	trig := rc.lastSent()
+	rc.SendClientHello(ctx, 1200)
+	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
 	req := t.sc.Requirements[0]
 	a := classify(t.rec.snapshot(), rc.trace.id)
@@ -397,12 +397,12 @@ func runHSClientTPStreamsOverLimit(ctx context.Context, t *T) {
 
 func runHSStrayHandshake(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "stray"})
-	h := wire.LongHeader{Version: wire.Version1, Type: wire.PacketTypeHandshake, DCID: rc.dcid, SCID: rc.scid, LengthLen: 2, PNLen: 2}
+	h := wire.LongHeader{Version: wire.Version1, Type: wire.PacketTypeHandshake, DCID: rc.DCID, SCID: rc.SCID, LengthLen: 2, PNLen: 2}
 	hdr, lengthOff, _ := h.Append(nil)
 	body := randomBytes(200)
 	wire.PutVarintLen(hdr[lengthOff:], uint64(2+len(body)-2), 2)
 	pkt := append(hdr[:len(hdr)-2], body...)
-	rc.send(pkt)
+	rc.Send(pkt)
 	p := rc.trace.recordHeaderOnly(time.Now(), pkt, len(pkt))
 	p.sent, p.ev.Direction, p.ev.PacketType = true, "sent", "handshake"
 	rc.Receive(ctx, t.Settle(), nil)
@@ -425,9 +425,9 @@ func runHSStrayHandshake(ctx context.Context, t *T) {
 
 func runHSPaddingOnly(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "padding-only"})
-	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.PaddingFrame{Length: 1}}, longOpts{PadTo: 1200})
-	rc.send(pkt)
-	trig := rc.lastSent()
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PaddingFrame{Length: 1}}, longOpts{PadTo: 1200})
+	rc.Send(pkt)
+	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
 	a := classify(t.rec.snapshot(), rc.trace.id)
 	switch {
@@ -492,12 +492,12 @@ func runHSV1IPv6(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "IPv6 flow labels"})
 	if err := rc.Handshake(ctx, t.Settle()); err == nil {
 		var labels []string
-		for l, n := range rc.flowLabels {
+		for l, n := range rc.FlowLabels {
 			labels = append(labels, fmt.Sprintf("0x%05x×%d", l, n))
 		}
 		slices.Sort(labels)
 		t.Fact("ipv6.flow-labels", labels)
-		zero := rc.flowLabels[0]
+		zero := rc.FlowLabels[0]
 		t.Observe("flow-label", fmt.Sprintf("The server's IPv6 datagrams carried flow labels %v (%d of them zero).", labels, zero))
 	}
 	runHSV1Basic(ctx, t)
@@ -572,7 +572,7 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 	// acknowledges in turn, so the packet with HANDSHAKE_DONE is lost.
 	rc.Request(t.profile.SmallPath)
 	deadline := time.Now().Add(t.Settle())
-	for time.Now().Before(deadline) && ctx.Err() == nil && repeated(t.rec.snapshot()) == nil && !rc.peerClosed {
+	for time.Now().Before(deadline) && ctx.Err() == nil && repeated(t.rec.snapshot()) == nil && !rc.PeerClosed {
 		rc.Receive(ctx, t.PTO(), func() bool { return repeated(t.rec.snapshot()) != nil })
 		if repeated(t.rec.snapshot()) == nil {
 			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
@@ -628,38 +628,38 @@ func runHSInitialSCIDChange(ctx context.Context, t *T) {
 	// server first, or it discards its Initial keys (RFC 9001 §4.9.1) and
 	// drops any Initial whatever its Source Connection ID.
 	rc.Silent = true
-	rc.sendClientHello(ctx, 1200)
-	rc.Receive(ctx, t.Settle(), func() bool { return rc.serverSCID != nil })
-	if rc.serverSCID == nil {
+	rc.SendClientHello(ctx, 1200)
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.ServerSCID != nil })
+	if rc.ServerSCID == nil {
 		t.requireControl(ctx, "No server Initial came back")
 		t.Inconclusive("The server did not answer the first Initial.")
 	}
-	newSCID := randomBytes(len(rc.scid))
-	for string(newSCID) == string(rc.scid) {
-		newSCID = randomBytes(len(rc.scid))
+	newSCID := randomBytes(len(rc.SCID))
+	for string(newSCID) == string(rc.SCID) {
+		newSCID = randomBytes(len(rc.SCID))
 	}
-	bad, badPN := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.PingFrame{}}, longOpts{SCID: newSCID, PadTo: 1200})
-	rc.send(bad)
-	badPkt := rc.lastSent()
-	good, goodPN := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.PingFrame{}}, longOpts{PadTo: 1200})
-	rc.send(good)
-	goodPkt := rc.lastSent()
+	bad, badPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, longOpts{SCID: newSCID, PadTo: 1200})
+	rc.Send(bad)
+	badPkt := rc.LastSent()
+	good, goodPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, longOpts{PadTo: 1200})
+	rc.Send(good)
+	goodPkt := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), func() bool { return ackedBy(t.rec.snapshot(), rc.trace.id, 0, goodPN) != nil })
 	// Then finish the handshake normally.
 	rc.Silent = false
-	rc.flush()
-	rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || rc.peerClosed })
+	rc.Flush()
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.Confirmed || rc.PeerClosed })
 	j := judgeSCIDChange(t.rec.snapshot(), rc.trace.id, badPN, goodPN, newSCID)
 	req := t.sc.Requirements[0]
 	trig := events(Trigger, badPkt, goodPkt)
 	switch {
 	case j.ackedBad != nil:
-		t.Fail("discard", req, fmt.Sprintf("The server acknowledged Initial packet %d, whose Source Connection ID %x differs from the first Initial's %x; it must discard it.", badPN, newSCID, rc.scid), append(trig, events(Response, j.ackedBad)...)...)
+		t.Fail("discard", req, fmt.Sprintf("The server acknowledged Initial packet %d, whose Source Connection ID %x differs from the first Initial's %x; it must discard it.", badPN, newSCID, rc.SCID), append(trig, events(Response, j.ackedBad)...)...)
 	case j.switched != nil:
-		t.Fail("discard", req, fmt.Sprintf("After an Initial with the Source Connection ID %x, the server sent to that ID instead of the first Initial's %x.", newSCID, rc.scid), append(trig, events(Response, j.switched)...)...)
+		t.Fail("discard", req, fmt.Sprintf("After an Initial with the Source Connection ID %x, the server sent to that ID instead of the first Initial's %x.", newSCID, rc.SCID), append(trig, events(Response, j.switched)...)...)
 	case j.ackedGood != nil:
 		t.Pass("discard", req, fmt.Sprintf("The server acknowledged the tester's later Initial %d but not Initial %d with the changed Source Connection ID, and kept sending to the original ID.", goodPN, badPN), append(trig, events(Response, j.ackedGood)...)...)
-	case rc.confirmed:
+	case rc.Confirmed:
 		t.Pass("discard", req, fmt.Sprintf("The server never acknowledged Initial %d with the changed Source Connection ID, kept sending to the original ID and completed the handshake.", badPN), trig...)
 	default:
 		t.Inconclusive("The server acknowledged neither of the tester's later Initial packets and the handshake did not complete.", trig...)
@@ -680,27 +680,27 @@ var reqCryptoBuffer = rfc9000("7.5", Must, "Implementations MUST support bufferi
 // receives the packets of the latest flight, in the order sent.
 func (rc *rawClient) reversedClientHello(ctx context.Context, n int, gap time.Duration, flight *[]*packet) func() {
 	return func() {
-		ch := rc.clientHello
-		rc.cryptoQ[0] = nil
-		rc.cryptoOff[0] = uint64(len(ch))
+		ch := rc.HelloMsg
+		rc.CryptoQ[0] = nil
+		rc.CryptoOff[0] = uint64(len(ch))
 		// What a 1200-byte Initial holds: the header (with the token a
 		// Retry gave), the CRYPTO frame header and the AEAD tag.
-		room := 1200 - (1 + 4 + 1 + len(rc.dcid) + 1 + len(rc.scid) + 2 + len(rc.token) + 2 + 4) - 5 - 16
+		room := 1200 - (1 + 4 + 1 + len(rc.DCID) + 1 + len(rc.SCID) + 2 + len(rc.Token) + 2 + 4) - 5 - 16
 		n = max(n, (len(ch)+room-1)/room)
 		size := (len(ch) + n - 1) / n
-		base := rc.nextPN[0]
+		base := rc.NextPN[0]
 		*flight = nil
 		for i := n - 1; i >= 0; i-- {
 			lo, hi := i*size, min((i+1)*size, len(ch))
-			rc.nextPN[0] = base + uint64(i)
-			pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Offset: uint64(lo), Data: ch[lo:hi]}}, longOpts{PadTo: 1200})
-			rc.send(pkt)
-			*flight = append(*flight, rc.lastSent())
+			rc.NextPN[0] = base + uint64(i)
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Offset: uint64(lo), Data: ch[lo:hi]}}, longOpts{PadTo: 1200})
+			rc.Send(pkt)
+			*flight = append(*flight, rc.LastSent())
 			if i > 0 {
 				sleep(ctx, gap)
 			}
 		}
-		rc.nextPN[0] = base + uint64(n)
+		rc.NextPN[0] = base + uint64(n)
 	}
 }
 
@@ -749,7 +749,7 @@ func runClientHelloReordered(ctx context.Context, t *T, o rawOptions, n int) (*r
 	rc.FirstFlight = rc.reversedClientHello(ctx, n, 10*time.Millisecond, &flight)
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
 	r := judgeReassembly(t.rec.snapshot(), rc.trace.id, flight, err == nil)
-	t.reportReassembly(r, flight, len(rc.clientHello), err, received(t.rec.snapshot(), rc.trace.id, 0))
+	t.reportReassembly(r, flight, len(rc.HelloMsg), err, received(t.rec.snapshot(), rc.trace.id, 0))
 	return rc, r
 }
 
@@ -771,9 +771,9 @@ func runClientHelloMultiDatagram(ctx context.Context, t *T) {
 	tp := append(defaultClientTP(scid).Marshal(), greaseTP(1800)...)
 	rc, r := runClientHelloReordered(ctx, t, rawOptions{Label: "ClientHello in 3 datagrams, reversed", SCID: scid, RawTP: tp,
 		Curves: []tls.CurveID{tls.X25519MLKEM768, tls.X25519}}, 3)
-	t.Fact("tls.clienthello-bytes", len(rc.clientHello))
+	t.Fact("tls.clienthello-bytes", len(rc.HelloMsg))
 	t.Fact("handshake.server-ack-only-initials", serverAckOnlyInitials(t.rec.snapshot(), rc.trace.id))
-	retried := rc.retrySCID != nil
+	retried := rc.RetrySCID != nil
 	t.Fact("retry.large-clienthello", retried)
 	if r.completed {
 		t.Observe("retry", map[bool]string{true: "The server answered the large ClientHello with a Retry first, which §4.3 allows.", false: "The server answered the large ClientHello without a Retry."}[retried])
@@ -824,7 +824,7 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 	var req *rawRequest
 	rc.CoalesceFinished = func() []wire.Frame {
 		var frames []wire.Frame
-		frames, req = rc.inlineRequest(rc.negotiatedALPN(), t.profile.SmallPath)
+		frames, req = rc.inlineRequest(rc.NegotiatedALPN(), t.profile.SmallPath)
 		return frames
 	}
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
@@ -847,18 +847,18 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 		// No resend of the request (Await would resend it after a PTO):
 		// only the coalesced copy may be answered.
 		rc.Receive(ctx, t.Settle(), func() bool {
-			done := rc.responseDone(req)
-			return done || rc.peerClosed
+			done := rc.ResponseDone(req)
+			return done || rc.PeerClosed
 		})
 		body, answered = rc.Body(req)
 	}
 	// Later packets of each space, alone, so that a packet dropped from
 	// the coalesced datagram shows as dropped, not lost.
 	var hsLater, appLater *packet
-	if !rc.confirmed && ackedBy(t.rec.snapshot(), rc.trace.id, 1, hsPkt.pn) == nil {
-		pkt, _ := rc.longPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
-		rc.send(pkt)
-		hsLater = rc.lastSent()
+	if !rc.Confirmed && ackedBy(t.rec.snapshot(), rc.trace.id, 1, hsPkt.pn) == nil {
+		pkt, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
+		rc.Send(pkt)
+		hsLater = rc.LastSent()
 	}
 	if ackedBy(t.rec.snapshot(), rc.trace.id, 2, appPkt.pn) == nil && !answered {
 		appLater = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
@@ -866,7 +866,7 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 	if hsLater != nil || appLater != nil {
 		rc.Receive(ctx, t.Settle(), nil)
 	}
-	c := judgeCoalesced(t.rec.snapshot(), rc.trace.id, hsPkt.pn, appPkt.pn, hsLater, appLater, rc.confirmed, answered)
+	c := judgeCoalesced(t.rec.snapshot(), rc.trace.id, hsPkt.pn, appPkt.pn, hsLater, appLater, rc.Confirmed, answered)
 	reqProcess, reqAck := t.sc.Requirements[0], t.sc.Requirements[1]
 	trig := events(Trigger, hsPkt, appPkt)
 	switch {

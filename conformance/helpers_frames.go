@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -125,6 +126,12 @@ func (t *T) datagramBytes(local func(d datagramRec) bool, sent bool, until time.
 
 // onPath selects the datagrams of one raw client path.
 func (rc *rawClient) onPath(i int) func(d datagramRec) bool {
-	local := rc.paths[i].Local
+	local := rc.Paths[i].Local
 	return func(d datagramRec) bool { return d.local == local }
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
 }

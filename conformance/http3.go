@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -219,7 +220,7 @@ func judgeNoPush(v *h3Seen, ids []uint64) judged {
 func isReservedH3(v uint64) bool { return v >= 0x21 && (v-0x21)%0x1f == 0 }
 
 func init() {
-	goaway := h3Frame(0x07, wire.AppendVarint(nil, 0))
+	goaway := rawquic.H3Frame(0x07, wire.AppendVarint(nil, 0))
 	registerH3("h3-missing-settings", "Control stream starts without SETTINGS",
 		rfc9114("6.2.1", Must, "If the first frame of the control stream is any other frame type, this MUST be treated as a connection error of type H3_MISSING_SETTINGS."),
 		h3.ErrCodeMissingSettings, "a control stream whose first frame is GOAWAY",
@@ -256,13 +257,13 @@ func init() {
 	registerH3("h3-data-on-control-stream", "DATA frame on the control stream",
 		rfc9114("7.2.1", Must, "If a DATA frame is received on a control stream, the recipient MUST respond with a connection error of type H3_FRAME_UNEXPECTED."),
 		h3.ErrCodeFrameUnexpected, "a DATA frame on the control stream",
-		controlVariant("data", cat(settingsFrame(), h3Frame(0x00, []byte("x")))))
+		controlVariant("data", cat(settingsFrame(), rawquic.H3Frame(0x00, []byte("x")))))
 	var settingsVariants, frameVariants []variant
 	for _, id := range []uint64{0x02, 0x03, 0x04, 0x05} {
 		settingsVariants = append(settingsVariants, controlVariant(fmt.Sprintf("setting 0x%02x", id), settingsFrame(id, 0)))
 	}
 	for _, ft := range []uint64{0x06, 0x02, 0x08, 0x09} {
-		frameVariants = append(frameVariants, controlVariant(fmt.Sprintf("frame 0x%02x", ft), cat(settingsFrame(), h3Frame(ft, make([]byte, 8)))))
+		frameVariants = append(frameVariants, controlVariant(fmt.Sprintf("frame 0x%02x", ft), cat(settingsFrame(), rawquic.H3Frame(ft, make([]byte, 8)))))
 	}
 	registerH3("h3-http2-settings-rejected", "HTTP/2-only setting identifiers",
 		rfc9114("7.2.4.1", Must, "These reserved settings MUST NOT be sent, and their receipt MUST be treated as a connection error of type H3_SETTINGS_ERROR."),
@@ -280,15 +281,15 @@ func init() {
 	registerH3("h3-max-push-id-decrease", "MAX_PUSH_ID decreases",
 		rfc9114("7.2.7", Must, "receipt of a MAX_PUSH_ID frame that contains a smaller value than previously received MUST be treated as a connection error of type H3_ID_ERROR."),
 		h3.ErrCodeIDError, "MAX_PUSH_ID 10 followed by MAX_PUSH_ID 5",
-		controlVariant("decrease", cat(settingsFrame(), h3Frame(0x0d, []byte{10}), h3Frame(0x0d, []byte{5}))))
+		controlVariant("decrease", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x0d, []byte{5}))))
 	registerH3("h3-cancel-push-unknown", "CANCEL_PUSH for a push never promised",
 		rfc9114("7.2.3", Must, "a CANCEL_PUSH frame for a push ID that has not yet been mentioned by a PUSH_PROMISE frame, this MUST be treated as a connection error of type H3_ID_ERROR."),
 		h3.ErrCodeIDError, "CANCEL_PUSH for push ID 3 after MAX_PUSH_ID 10",
-		controlVariant("cancel", cat(settingsFrame(), h3Frame(0x0d, []byte{10}), h3Frame(0x03, []byte{3}))))
+		controlVariant("cancel", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x03, []byte{3}))))
 	registerH3("h3-frame-extra-bytes", "Frame payload longer than its fields",
 		rfc9114("7.1", Must, "A frame payload that contains additional bytes after the identified fields … MUST be treated as a connection error of type H3_FRAME_ERROR."),
 		h3.ErrCodeFrameError, "a MAX_PUSH_ID frame with two bytes after its push ID",
-		controlVariant("extra", cat(settingsFrame(), h3Frame(0x0d, []byte{1, 0, 0}))))
+		controlVariant("extra", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{1, 0, 0}))))
 	withControl := func(name string, req []byte) variant {
 		return variant{name: name, trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
@@ -300,10 +301,10 @@ func init() {
 		h3.ErrCodeFrameUnexpected, "a SETTINGS frame on a request stream", withControl("settings", settingsFrame()))
 	registerH3("h3-frame-sequence-invalid", "DATA before HEADERS",
 		rfc9114("4.1", Must, "Receipt of an invalid sequence of frames MUST be treated as a connection error of type H3_FRAME_UNEXPECTED."),
-		h3.ErrCodeFrameUnexpected, "a DATA frame before any HEADERS on a request stream", withControl("data-first", h3Frame(0x00, []byte("hello"))))
+		h3.ErrCodeFrameUnexpected, "a DATA frame before any HEADERS on a request stream", withControl("data-first", rawquic.H3Frame(0x00, []byte("hello"))))
 	registerH3("h3-push-promise-from-client", "PUSH_PROMISE from a client",
 		rfc9114("7.2.5", Must, "A server MUST treat the receipt of a PUSH_PROMISE frame as a connection error of type H3_FRAME_UNEXPECTED."),
-		h3.ErrCodeFrameUnexpected, "a PUSH_PROMISE frame on a request stream", withControl("push-promise", h3Frame(0x05, []byte{0, 0, 0})))
+		h3.ErrCodeFrameUnexpected, "a PUSH_PROMISE frame on a request stream", withControl("push-promise", rawquic.H3Frame(0x05, []byte{0, 0, 0})))
 	registerH3("h3-frame-truncated", "Truncated HEADERS frame",
 		rfc9114("7.1", Must, "When a stream terminates cleanly, if the last frame on the stream was truncated, this MUST be treated as a connection error of type H3_FRAME_ERROR."),
 		h3.ErrCodeFrameError, "a HEADERS frame declaring 50 bytes but ending after 20",
@@ -421,8 +422,8 @@ func init() {
 			rfc9114("9", Must, "Implementations MUST ignore unknown or unsupported values in all extensible protocol elements."),
 		},
 		Run: func(ctx context.Context, t *T) {
-			r13 := h3Frame(0x21, []byte("quiver-grease"))
-			r0 := h3Frame(0x40, nil)
+			r13 := rawquic.H3Frame(0x21, []byte("quiver-grease"))
+			r0 := rawquic.H3Frame(0x40, nil)
 			c := t.mustDial(ctx, DialOptions{Label: "reserved-frames"})
 			t.openUni(ctx, c, cat([]byte{0x00}, settingsFrame(), r13))
 			req := cat(r13, r0, headersFrameOf(literalSection(requestFields(t.profile, "GET", t.profile.SmallPath))), r13, r0)
@@ -507,7 +508,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "content-length", nil, false)
 			fs := append(requestFields(t.profile, "POST", t.profile.SmallPath), hfield{"content-length", "10"})
-			s := t.openRequest(ctx, c, cat(headersFrameOf(literalSection(fs)), h3Frame(0x00, []byte("12345"))), true)
+			s := t.openRequest(ctx, c, cat(headersFrameOf(literalSection(fs)), rawquic.H3Frame(0x00, []byte("12345"))), true)
 			id := uint64(s.ID())
 			v := t.h3Await(ctx, c, t.Settle(), malformedDone(id))
 			t.report("content-length", judgeContentLength(v, id, "a POST with content-length 10 and 5 bytes of DATA"))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/peers"
 	"github.com/quiver-quic/quiver/quic"
@@ -138,7 +139,7 @@ func (s scriptedH3) serve(ctx context.Context, c *quic.Conn, wg *sync.WaitGroup)
 			c.Close(uint64(h3.ErrCodeFrameUnexpected), "strict: reserved frame")
 			return
 		}
-		st.Write(cat(headersFrameOf(section), h3Frame(0x00, []byte("hello"))))
+		st.Write(cat(headersFrameOf(section), rawquic.H3Frame(0x00, []byte("hello"))))
 		st.CloseWrite()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -90,7 +91,7 @@ func seenPacket(frames ...wire.Frame) *packet {
 }
 
 func response(status, body string) []byte {
-	return cat(headersFrameOf(literalSection([]hfield{{":status", status}})), h3Frame(0x00, []byte(body)))
+	return cat(headersFrameOf(literalSection([]hfield{{":status", status}})), rawquic.H3Frame(0x00, []byte(body)))
 }
 
 func streamPacket(id uint64, data []byte, fin bool) *packet {
@@ -162,10 +163,10 @@ func TestJudgeControlStream(t *testing.T) {
 		ps   []*packet
 		want Verdict
 	}{
-		{"good", []*packet{ctrl(3, settingsFrame(1, 0), h3Frame(0x21, nil))}, Pass},
+		{"good", []*packet{ctrl(3, settingsFrame(1, 0), rawquic.H3Frame(0x21, nil))}, Pass},
 		{"none", nil, Fail},
 		{"two streams", []*packet{ctrl(3, settingsFrame()), ctrl(7, settingsFrame())}, Fail},
-		{"goaway first", []*packet{ctrl(3, h3Frame(0x07, []byte{0}), settingsFrame())}, Fail},
+		{"goaway first", []*packet{ctrl(3, rawquic.H3Frame(0x07, []byte{0}), settingsFrame())}, Fail},
 		{"two settings", []*packet{ctrl(3, settingsFrame(), settingsFrame())}, Fail},
 		{"type only", []*packet{ctrl(3)}, Inconclusive},
 	} {
@@ -188,7 +189,7 @@ func TestJudgeNoPush(t *testing.T) {
 	if j := judgeNoPush(h3Observe([]*packet{ok, push}, -1, 0), []uint64{0}); j.v != Fail {
 		t.Errorf("push stream: %s", j.v)
 	}
-	promise := streamPacket(0, cat(h3Frame(0x05, []byte{0, 0, 0}), response("200", "x")), true)
+	promise := streamPacket(0, cat(rawquic.H3Frame(0x05, []byte{0, 0, 0}), response("200", "x")), true)
 	if j := judgeNoPush(h3Observe([]*packet{promise}, -1, 0), []uint64{0}); j.v != Fail {
 		t.Errorf("PUSH_PROMISE: %s", j.v)
 	}
@@ -230,7 +231,7 @@ func FuzzH3Observe(f *testing.F) {
 
 func TestJudgeQPACK(t *testing.T) {
 	ok := streamPacket(0, response("200", "x"), true)
-	dynamic := streamPacket(4, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), h3Frame(0x00, []byte("x"))), true)
+	dynamic := streamPacket(4, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), rawquic.H3Frame(0x00, []byte("x"))), true)
 	dec := func(b ...byte) *packet { return streamPacket(11, append([]byte{0x03}, b...), false) }
 	enc := func(b ...byte) *packet { return streamPacket(7, append([]byte{0x02}, b...), false) }
 	for _, tc := range []struct {
@@ -262,7 +263,7 @@ func TestJudgeQPACK(t *testing.T) {
 			t.Errorf("zero capacity, %s: %s (%s), want %s", tc.name, j.v, j.sentence, tc.want)
 		}
 	}
-	dynamic2 := streamPacket(8, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), h3Frame(0x00, []byte("x"))), true)
+	dynamic2 := streamPacket(8, cat(headersFrameOf([]byte{0x02, 0x00, 0x80}), rawquic.H3Frame(0x00, []byte("x"))), true)
 	for _, tc := range []struct {
 		name              string
 		ps                []*packet

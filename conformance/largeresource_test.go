@@ -34,15 +34,15 @@ func TestRawBodyPastKeep(t *testing.T) {
 	size := rawquic.Keep + 100
 	head := []byte{0x01, 0x02, 0xd9, 0xc1} // HEADERS, 2 bytes
 	data := wire.AppendVarint([]byte{0x00}, uint64(size))
-	rc := &rawClient{}
-	req := &rawRequest{id: 0, alpn: h3.ALPNH3}
-	rc.onStream(&wire.StreamFrame{StreamID: 0, Data: append(append([]byte(nil), head...), data...)})
-	rc.onStream(&wire.StreamFrame{StreamID: 0, Offset: uint64(len(head) + len(data)), Data: make([]byte, 1000)})
+	rc := &rawCore[*packet]{}
+	req := &rawRequest{ID: 0, ALPN: h3.ALPNH3}
+	rc.OnStream(&wire.StreamFrame{StreamID: 0, Data: append(append([]byte(nil), head...), data...)})
+	rc.OnStream(&wire.StreamFrame{StreamID: 0, Offset: uint64(len(head) + len(data)), Data: make([]byte, 1000)})
 	if body, done := rc.Body(req); len(body) != 0 || done {
 		t.Fatalf("a DATA frame still arriving gave %d bytes of body", len(body))
 	}
 	off := uint64(len(head) + len(data) + 1000)
-	rc.onStream(&wire.StreamFrame{StreamID: 0, Offset: off, Data: make([]byte, size-1000), Fin: true})
+	rc.OnStream(&wire.StreamFrame{StreamID: 0, Offset: off, Data: make([]byte, size-1000), Fin: true})
 	body, done := rc.Body(req)
 	if !done || len(body) != rawquic.Keep-len(head)-len(data) {
 		t.Fatalf("complete response: done %v, %d bytes of body", done, len(body))

@@ -79,11 +79,11 @@ func runPktDuplicate(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	var data [8]byte
 	copy(data[:], randomBytes(8))
-	pkt, _ := rc.shortPacket([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200})
-	trig := rc.lastSent()
-	rc.send(pkt)
+	pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200})
+	trig := rc.LastSent()
+	rc.Send(pkt)
 	sleep(ctx, 5*time.Millisecond)
-	rc.send(pkt)
+	rc.Send(pkt)
 	rc.Receive(ctx, t.Settle(), nil)
 	var resp []*packet
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {
@@ -106,14 +106,14 @@ func runPktDuplicate(ctx context.Context, t *T) {
 
 func runPktCoalescedBadFirst(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
-	h := wire.LongHeader{Version: wire.Version(rc.version), Type: wire.PacketTypeHandshake, DCID: rc.dcid, SCID: rc.scid, LengthLen: 2, PNLen: 4}
+	h := wire.LongHeader{Version: wire.Version(rc.Version), Type: wire.PacketTypeHandshake, DCID: rc.DCID, SCID: rc.SCID, LengthLen: 2, PNLen: 4}
 	hdr, lengthOff, _ := h.Append(nil)
 	body := randomBytes(60)
 	wire.PutVarintLen(hdr[lengthOff:], uint64(4+len(body)-4), 2)
 	bad := append(hdr[:len(hdr)-4], body...)
-	good, pn := rc.shortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
-	trig := rc.lastSent()
-	rc.send(bad, good)
+	good, pn := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	trig := rc.LastSent()
+	rc.Send(bad, good)
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle(); waited += t.PTO() {
 		rc.Receive(ctx, t.PTO(), nil)
@@ -444,7 +444,7 @@ func runInvAckOnlyReceived(ctx context.Context, t *T) {
 	t.fetchSmall(ctx, c)
 	rc := t.rawHandshake(ctx)
 	for i := 0; i < 6; i++ {
-		rc.nextPN[2]++ // a number never sent
+		rc.NextPN[2]++ // a number never sent
 		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		rc.receiveUntil(ctx, t.PTO(), 0, func(q *packet) bool {
 			for _, f := range q.frames {
@@ -488,10 +488,10 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	// connection ID (the server has discarded its Handshake keys and
 	// drops it); the 1-RTT PING behind it is what is judged.
 	coalesced := func(dcid []byte) *packet {
-		hs, _ := rc.longPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
-		one, _ := rc.shortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{DCID: dcid})
-		p := rc.lastSent()
-		rc.send(hs, one)
+		hs, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
+		one, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{DCID: dcid})
+		p := rc.LastSent()
+		rc.Send(hs, one)
 		return p
 	}
 	acked := func(p *packet) *packet {
@@ -504,7 +504,7 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 			return false
 		})
 	}
-	control := coalesced(rc.dcid)
+	control := coalesced(rc.DCID)
 	if acked(control) == nil {
 		t.Inconclusive("The server did not acknowledge a 1-RTT PING coalesced behind a Handshake packet with the same connection ID (the control), so it cannot show whether a different one is ignored.", events(Trigger, control)...)
 	}
@@ -516,14 +516,14 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	if a := ackedBy(ps, rc.trace.id, spaceApp, probe.pn); a != nil {
 		t.Fact("coalescing.different-dcid", "processed")
-		t.Warn("ignored", req, fmt.Sprintf("The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.", spare.ConnectionID, rc.dcid), evidence(events(Trigger, probe), events(Response, a))...)
+		t.Warn("ignored", req, fmt.Sprintf("The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.", spare.ConnectionID, rc.DCID), evidence(events(Trigger, probe), events(Response, a))...)
 		return
 	}
 	if ackedBy(ps, rc.trace.id, spaceApp, later.pn) == nil || firstClose(received(ps, rc.trace.id, mark)) != nil {
 		t.Inconclusive("The server acknowledged nothing after the datagram with two connection IDs, or closed.", events(Trigger, probe)...)
 	}
 	t.Fact("coalescing.different-dcid", "ignored")
-	t.Pass("ignored", req, fmt.Sprintf("The server never acknowledged the 1-RTT PING addressed to %x behind a packet for %x, while it acknowledged the control and a later PING.", spare.ConnectionID, rc.dcid), events(Trigger, control, probe, later)...)
+	t.Pass("ignored", req, fmt.Sprintf("The server never acknowledged the 1-RTT PING addressed to %x behind a packet for %x, while it acknowledged the control and a later PING.", spare.ConnectionID, rc.DCID), events(Trigger, control, probe, later)...)
 }
 
 // spinOf is the spin bit of a 1-RTT packet whose first byte is known.
@@ -608,15 +608,15 @@ func runInvSpinBit(ctx context.Context, t *T) {
 
 func runInvIPv4DF(ctx context.Context, t *T) {
 	rc := t.newRaw(ctx, rawOptions{Label: "df"})
-	if !rc.peer.Addr().Unmap().Is4() {
-		t.Unsupported(fmt.Sprintf("The target %v is reached over IPv6, whose header has no DF bit.", rc.peer))
+	if !rc.Peer.Addr().Unmap().Is4() {
+		t.Unsupported(fmt.Sprintf("The target %v is reached over IPv6, whose header has no DF bit.", rc.Peer))
 	}
-	obs, err := newDFObserver(rc.peer)
+	obs, err := newDFObserver(rc.Peer)
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The tester cannot read the IPv4 headers of received datagrams (%v): a UDP socket does not expose the DF bit, and a raw socket needs CAP_NET_RAW.", err))
 	}
 	t.cleanup(obs.close)
-	obs.watchPort(rc.local.Port())
+	obs.watchPort(rc.Local.Port())
 	if err := rc.Handshake(ctx, t.Settle()+2*time.Second); err != nil {
 		t.Inconclusive(fmt.Sprintf("The tester's scripted handshake did not complete: %v.", err))
 	}
@@ -661,7 +661,7 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 		t.Inconclusive("The server sent no datagram.")
 	}
 	limit := defaultClientTP(nil).MaxUDPPayloadSize
-	at := largest.at.Sub(rc.firstSent).Round(time.Millisecond)
+	at := largest.at.Sub(rc.FirstSent).Round(time.Millisecond)
 	t.Fact("datagram.largest", largest.size)
 	t.Fact("datagram.largest-at", at.String())
 	t.Fact("datagram.over-1200", fmt.Sprintf("%d of %d", over1200, n))
@@ -836,7 +836,7 @@ func init() {
 		Requirements: []Requirement{rfc9000("17.2", Must, "An endpoint MUST treat receipt of a packet that has a non-zero value for these bits after removing both packet and header protection as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.newRaw(ctx, rawOptions{Label: "reserved-long"})
-			rc.handshakeOpts = longOpts{ReservedBits: 3}
+			rc.HandshakeOpts = longOpts{ReservedBits: 3}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "the Handshake packet carrying the client's Finished with its reserved bits set"}, true, func() {
 				rc.Handshake(ctx, t.Settle())
 			})
@@ -850,7 +850,7 @@ func init() {
 		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.newRaw(ctx, rawOptions{Label: "stream-in-handshake"})
-			rc.handshakeExtra = []wire.Frame{&wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n")}}
+			rc.HandshakeExtra = []wire.Frame{&wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n")}}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: reqFrameNotPermitted, Codes: transportCodes(wire.ProtocolViolation), Describe: "a STREAM frame in the Handshake packet carrying the client's Finished"}, true, func() {
 				rc.Handshake(ctx, t.Settle())
 			})
@@ -886,10 +886,10 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.discardedPacket(ctx, rc, "bad-aead", reqNoAckBeforeOpen, "a 1-RTT PING with a corrupted AEAD tag", func() *packet {
-				pkt, _ := rc.shortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 				pkt[len(pkt)-1] ^= 0xff
-				rc.send(pkt)
-				return rc.lastSent()
+				rc.Send(pkt)
+				return rc.LastSent()
 			})
 		},
 	})

@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -164,7 +165,7 @@ func mergePassive(results []Result, found [][]passiveFinding, judged int) {
 }
 
 func judgeNoTLSMessage(c connRecord, typ byte, name string) (string, []*packet) {
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	var last *packet
 	for _, p := range c.packets {
 		if p.sent || p.space != 2 {
@@ -172,12 +173,12 @@ func judgeNoTLSMessage(c connRecord, typ byte, name string) (string, []*packet) 
 		}
 		for _, f := range p.frames {
 			if cf, ok := f.(*wire.CryptoFrame); ok {
-				buf.add(cf.Offset, cf.Data)
+				buf.Add(cf.Offset, cf.Data)
 				last = p
 			}
 		}
 	}
-	for _, m := range tlsMessages(buf.contiguous()) {
+	for _, m := range tlsMessages(buf.Contiguous()) {
 		if m[0] == typ {
 			return fmt.Sprintf("the server sent a TLS %s message in 1-RTT CRYPTO data.", name), []*packet{last}
 		}

@@ -95,9 +95,9 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 	// The rest of the bounded transfer, all acknowledged.
 	got := -1
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
-		rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
 		rc.Receive(ctx, 30*time.Millisecond, nil)
-		s := rc.stream(req.id)
+		s := rc.Stream(req.ID)
 		if s != nil && s.Received() == got {
 			break
 		}
@@ -105,19 +105,19 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 			got = s.Received()
 		}
 	}
-	rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
+	rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
 	rc.Receive(ctx, 10*time.Millisecond, nil)
 	path := 0
 	if ip.IsValid() {
-		np, err := rc.newPath(ip)
+		np, err := rc.NewPath(ip)
 		if err != nil {
 			run.problem = fmt.Sprintf("no socket from %v: %v", ip, err)
 			return run
 		}
-		rc.migrate(np)
-		rc.dcid = append([]byte(nil), spare.ConnectionID...)
+		rc.Migrate(np)
+		rc.DCID = append([]byte(nil), spare.ConnectionID...)
 		m2 := t.mark()
-		rc.Send1RTT([]wire.Frame{rc.ackFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 1200})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 1200})
 		if rc.receiveUntil(ctx, t.Settle(), m2, func(p *packet) bool { return p.path == np && p.has(wire.FrameTypePathChallenge) }) == nil {
 			run.problem = fmt.Sprintf("the server did not validate the new address %v", ip)
 			return run
@@ -167,7 +167,7 @@ func judgeCCReset(control ccRun, moves []ccRun) (Verdict, string) {
 
 func runPathCCReset(ctx context.Context, t *T) {
 	probe := t.newRaw(ctx, rawOptions{Label: "address-check"})
-	ip, ok := probe.secondLocalAddr()
+	ip, ok := probe.SecondLocalAddr()
 	if !ok {
 		t.Inconclusive("The tester has no second local IP address from which it can reach the target (2addr).")
 	}
@@ -281,7 +281,7 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 		t.Unsupported("The server sent disable_active_migration, so the tester may not probe from another address.")
 	}
 	rc.giveSpareCIDs()
-	dcid := rc.dcid
+	dcid := rc.DCID
 	rc.receiveUntil(ctx, t.PTO(), 0, hasFrame[*wire.NewConnectionIDFrame]())
 	for _, fa := range framesOf[*wire.NewConnectionIDFrame](t.rec.snapshot(), rc.trace.id, 0, false) {
 		if f := fa.f.(*wire.NewConnectionIDFrame); f.SequenceNumber >= 1 && len(f.ConnectionID) > 0 {
@@ -289,7 +289,7 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 			break
 		}
 	}
-	np, err := rc.newPath(netip.Addr{})
+	np, err := rc.NewPath(netip.Addr{})
 	if err != nil {
 		t.Inconclusive(err.Error())
 	}
@@ -322,7 +322,7 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	}
 	t.Fact("path.probe-new-port", map[string]bool{"server-probed-new-path": challenged, "non-probing-on-new-path": moved})
 	if resp.path != np {
-		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.paths[np].Local.Port(), rc.paths[resp.path].Local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.Paths[np].Local.Port(), rc.Paths[resp.path].Local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
 	t.Pass("path", reqs[0], "The PATH_RESPONSE went back to the new port the challenge came from.", evidence(events(Trigger, trig), events(Response, resp))...)
@@ -338,17 +338,17 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 // active_connection_id_limit (at most 4 in all), as a client that may
 // migrate does.
 func (rc *rawClient) giveSpareCIDs() {
-	if len(rc.scid) == 0 || rc.sparesGiven {
+	if len(rc.SCID) == 0 || rc.SparesGiven {
 		return
 	}
-	rc.sparesGiven = true
+	rc.SparesGiven = true
 	limit := uint64(2)
 	if tp := rc.ServerTP(); tp != nil && tp.ActiveConnectionIDLimit > 0 {
 		limit = min(tp.ActiveConnectionIDLimit, 4)
 	}
 	var frames []wire.Frame
 	for s := uint64(1); s < limit; s++ {
-		frames = append(frames, &wire.NewConnectionIDFrame{SequenceNumber: s, ConnectionID: randomBytes(len(rc.scid)), StatelessResetToken: [16]byte(randomBytes(16))})
+		frames = append(frames, &wire.NewConnectionIDFrame{SequenceNumber: s, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))})
 	}
 	if len(frames) > 0 {
 		rc.Send1RTT(frames, shortOpts{})
@@ -378,34 +378,34 @@ func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 	req := rc.Request(t.profile.Target.LargePath)
 	rc.Receive(ctx, t.Settle(), func() bool {
 		b, done := rc.Body(req)
-		return len(b) >= 256<<10 || done || rc.peerClosed
+		return len(b) >= 256<<10 || done || rc.PeerClosed
 	})
 	if b, _ := rc.Body(req); len(b) == 0 {
 		t.Inconclusive("The download of the large resource did not start, so there was nothing to rebind in the middle of.")
 	}
-	np, err := rc.newPath(netip.Addr{})
+	np, err := rc.NewPath(netip.Addr{})
 	if err != nil {
 		t.Inconclusive(err.Error())
 	}
 	rb.np, rb.at, rb.mark = np, time.Now(), t.mark()
 	if silent {
 		rc.NoPathResponse = map[int]bool{np: true}
-		rb.trig = rc.Send1RTTOn(np, []wire.Frame{rc.ackFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 100})
+		rb.trig = rc.Send1RTTOn(np, []wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 100})
 		rc.Silent = true
 		rc.Receive(ctx, t.Settle(), nil)
 		return rb
 	}
-	rc.migrate(np)
-	rb.trig = rc.Send1RTT([]wire.Frame{rc.ackFrame(2), &wire.PingFrame{}}, shortOpts{})
+	rc.Migrate(np)
+	rb.trig = rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{})
 	deadline := time.Now().Add(max(t.Settle(), 3*time.Second))
-	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.peerClosed {
-		rc.Receive(ctx, t.PTO(), func() bool { return rc.responseDone(req) })
-		if rc.responseDone(req) {
+	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.PeerClosed {
+		rc.Receive(ctx, t.PTO(), func() bool { return rc.ResponseDone(req) })
+		if rc.ResponseDone(req) {
 			rb.complete = true
 			break
 		}
 		// Keep the new path alive even when the server sends nothing.
-		rc.Send1RTT([]wire.Frame{rc.ackFrame(2), &wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{})
 	}
 	rc.Receive(ctx, t.PTO(), nil)
 	return rb
@@ -582,12 +582,12 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 	if tp := rc.ServerTP(); tp == nil || !tp.DisableActiveMigration {
 		t.Unsupported("The server did not send disable_active_migration.")
 	}
-	np, err := rc.newPath(netip.Addr{})
+	np, err := rc.NewPath(netip.Addr{})
 	if err != nil {
 		t.Inconclusive(err.Error())
 	}
 	mark := t.mark()
-	rc.migrate(np)
+	rc.Migrate(np)
 	var trig []*packet
 	for i := 0; i < 3; i++ {
 		trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
@@ -617,23 +617,23 @@ func runPathActiveMigration(ctx context.Context, t *T, newAddr bool) {
 	var ip netip.Addr
 	if newAddr {
 		var ok bool
-		if ip, ok = rc.secondLocalAddr(); !ok {
+		if ip, ok = rc.SecondLocalAddr(); !ok {
 			t.Inconclusive("The tester has no second local IP address from which it can reach the target.")
 		}
 	}
 	rc.giveSpareCIDs()
 	spare := t.rawSpareCID(ctx, rc)
-	oldDCID := rc.scid // what the server sent to on the old path
-	np, err := rc.newPath(ip)
+	oldDCID := rc.SCID // what the server sent to on the old path
+	np, err := rc.NewPath(ip)
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The tester cannot send from a second local address: %v.", err))
 	}
 	mark := t.mark()
-	rc.migrate(np)
-	rc.dcid = append([]byte(nil), spare.ConnectionID...)
+	rc.Migrate(np)
+	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	_, ferr := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
 	rc.Receive(ctx, t.PTO(), nil)
-	trig := rc.paths[np].Local
+	trig := rc.Paths[np].Local
 	var onNew []*packet
 	var challenge *packet
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
@@ -708,12 +708,12 @@ func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
 	if tp := rc.ServerTP(); tp != nil && tp.DisableActiveMigration {
 		t.Unsupported("The server sent disable_active_migration.")
 	}
-	np, err := rc.newPath(netip.Addr{})
+	np, err := rc.NewPath(netip.Addr{})
 	if err != nil {
 		t.Inconclusive(err.Error())
 	}
 	mark := t.mark()
-	rc.migrate(np)
+	rc.Migrate(np)
 	trig := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	req := t.sc.Requirements[0]
 	resp := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool { return p.path == np && p.has(wire.FrameTypePathChallenge) })
@@ -797,9 +797,9 @@ func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
 		t.Unsupported("The server sent no preferred_address.")
 	}
 	pp := &prefAddrPath{rc: rc, pa: tp.PreferredAddress}
-	addr, ok := preferredTarget(pp.pa, rc.peer)
+	addr, ok := preferredTarget(pp.pa, rc.Peer)
 	if !ok {
-		t.Inconclusive(fmt.Sprintf("The server's preferred_address has no address in the family of the tester's path to %v.", rc.peer))
+		t.Inconclusive(fmt.Sprintf("The server's preferred_address has no address in the family of the tester's path to %v.", rc.Peer))
 	}
 	pp.addr = addr
 	fam := "IPv4"
@@ -809,7 +809,7 @@ func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
 	t.Fact("prefaddr.address", map[string]string{"address": addr.String(), "family": fam})
 	rc.giveSpareCIDs()
 	rc.Receive(ctx, t.PTO(), nil)
-	np, err := rc.newPathTo(netip.Addr{}, addr)
+	np, err := rc.NewPathTo(netip.Addr{}, addr)
 	if err != nil {
 		t.Inconclusive(err.Error())
 	}
@@ -839,8 +839,8 @@ func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
 func runPrefAddrMigrate(ctx context.Context, t *T) {
 	pp := t.probePreferred(ctx)
 	rc := pp.rc
-	rc.migrate(pp.np)
-	rc.dcid = append([]byte(nil), pp.pa.ConnectionID...)
+	rc.Migrate(pp.np)
+	rc.DCID = append([]byte(nil), pp.pa.ConnectionID...)
 	body, ferr := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
 	rc.Receive(ctx, t.PTO(), func() bool { return pp.challenge(t) != nil })
 	req := t.sc.Requirements[0]
@@ -888,7 +888,7 @@ func runPrefAddrNoEarlySwitch(ctx context.Context, t *T) {
 	// Non-probing traffic stays on the original path; the new one only
 	// carries the tester's probes and its answers to the server's.
 	start := time.Now()
-	for time.Since(start) < t.Settle() && ctx.Err() == nil && !rc.peerClosed {
+	for time.Since(start) < t.Settle() && ctx.Err() == nil && !rc.PeerClosed {
 		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		rc.Send1RTTOn(pp.np, []wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, shortOpts{PadTo: 1200, DCID: pp.pa.ConnectionID})
 		rc.Receive(ctx, t.PTO(), nil)

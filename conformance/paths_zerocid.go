@@ -20,7 +20,7 @@ const zeroCIDServerSentence = "The server chose a zero-length connection ID, so 
 // needServerCID ends the scenario unsupported when the server of rc
 // chose a zero-length connection ID.
 func (t *T) needServerCID(rc *rawClient) {
-	if rc.serverSCID != nil && len(rc.serverSCID) == 0 {
+	if rc.ServerSCID != nil && len(rc.ServerSCID) == 0 {
 		t.Fact("path.server-cid-length", 0)
 		t.Unsupported(zeroCIDServerSentence)
 	}

@@ -394,11 +394,11 @@ const (
 // settle window. As in Provoke, a trigger the target never showed it
 // processed goes out once more in a fresh packet.
 func (t *T) rawProvoke(ctx context.Context, rc *rawClient, e Expectation, established bool, trigger func()) {
-	if established && rc.handshakeSent && !rc.confirmed && !rc.peerClosed {
-		rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || rc.peerClosed })
+	if established && rc.HandshakeSent && !rc.Confirmed && !rc.PeerClosed {
+		rc.Receive(ctx, t.Settle(), func() bool { return rc.Confirmed || rc.PeerClosed })
 	}
 	o := t.rawProvokeOnce(ctx, rc, e, established, trigger)
-	if o.unprocessed && o.retryable && ctx.Err() == nil && !rc.peerClosed {
+	if o.unprocessed && o.retryable && ctx.Err() == nil && !rc.PeerClosed {
 		first := o
 		o = t.rawProvokeOnce(ctx, rc, e, established, trigger)
 		o.retried(first)
@@ -419,7 +419,7 @@ func (t *T) rawProvokeOnce(ctx context.Context, rc *rawClient, e Expectation, es
 		return false
 	}
 	for waited := time.Duration(0); waited < t.Settle() && !closed() && ctx.Err() == nil; waited += t.PTO() {
-		if rc.seal[2] != nil && rc.handshakeSent {
+		if rc.Seal[2] != nil && rc.HandshakeSent {
 			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		}
 		rc.Receive(ctx, t.PTO(), closed)

@@ -58,17 +58,17 @@ func firstFlightSchedule(ps []*packet, conn int) []string {
 // Finished, or in 0-RTT) carries everything.
 func (rc *rawClient) inlineRequest(alpn, path string) ([]wire.Frame, *rawRequest) {
 	var frames []wire.Frame
-	if alpn == h3.ALPNH3 && !rc.h3Control {
-		rc.h3Control = true
-		frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, h3Frame(0x04, nil)...)})
+	if alpn == h3.ALPNH3 && !rc.H3Control {
+		rc.H3Control = true
+		frames = append(frames, &wire.StreamFrame{StreamID: 2, Data: append([]byte{0x00}, rawquic.H3Frame(0x04, nil)...)})
 	}
-	saved := rc.alpn
-	rc.alpn = []string{alpn}
-	id := 4 * rc.nextBidi
-	rc.nextBidi++
-	req := rc.prepareRequest(id, path)
-	rc.alpn = saved
-	return append(frames, req.frame), req
+	saved := rc.ALPN
+	rc.ALPN = []string{alpn}
+	id := 4 * rc.NextBidi
+	rc.NextBidi++
+	req := rc.PrepareRequest(id, path)
+	rc.ALPN = saved
+	return append(frames, req.Frame), req
 }
 
 // coalesced is what the server did with the tester's coalesced second
@@ -110,7 +110,7 @@ func rawTPVarint(tp *wire.TransportParameters, id uint64) (uint64, bool) {
 // from the first to leave out).
 func (rc *rawClient) burst(n int, skip map[int]bool) []*packet {
 	var out []*packet
-	base := rc.nextPN[2]
+	base := rc.NextPN[2]
 	for i := 0; i < n; i++ {
 		if skip[i] {
 			continue
@@ -118,7 +118,7 @@ func (rc *rawClient) burst(n int, skip map[int]bool) []*packet {
 		pn := base + uint64(i)
 		out = append(out, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PN: &pn}))
 	}
-	rc.nextPN[2] = base + uint64(n)
+	rc.NextPN[2] = base + uint64(n)
 	return out
 }
 
@@ -141,9 +141,9 @@ func (t *T) fetchPath(ctx context.Context, c *Conn, path string) ([]byte, error)
 // client holds Handshake keys, so that the server has them too.
 func (rc *rawClient) earlyFlight(ctx context.Context, d time.Duration) bool {
 	rc.Silent = true
-	rc.sendClientHello(ctx, 1200)
-	rc.Receive(ctx, d, func() bool { return rc.tlsDone || rc.peerClosed || rc.tlsErr != nil })
-	return rc.seal[1] != nil && !rc.peerClosed
+	rc.SendClientHello(ctx, 1200)
+	rc.Receive(ctx, d, func() bool { return rc.TLSDone || rc.PeerClosed || rc.TLSErr != nil })
+	return rc.Seal[1] != nil && !rc.PeerClosed
 }
 
 // judgeOwn runs a run-wide judge over the scenario's own connections: a
@@ -168,11 +168,11 @@ func (t *T) judgeOwn(name string, req Requirement, judge func(connRecord) (strin
 // resends a request: the order of the bytes is the point.
 func (rc *rawClient) awaitRequests(ctx context.Context, d time.Duration, reqs ...*rawRequest) {
 	rc.Receive(ctx, d, func() bool {
-		if rc.peerClosed {
+		if rc.PeerClosed {
 			return true
 		}
 		for _, r := range reqs {
-			if !rc.responseDone(r) {
+			if !rc.ResponseDone(r) {
 				return false
 			}
 		}
@@ -333,7 +333,7 @@ func (t *T) fcClient(ctx context.Context, label string, edit func(tp *wire.Trans
 
 // streamEnd is how far the server's data on stream id has reached on rc.
 func (rc *rawClient) streamEnd(id uint64) uint64 {
-	s := rc.stream(id)
+	s := rc.Stream(id)
 	if s == nil {
 		return 0
 	}
@@ -343,7 +343,7 @@ func (rc *rawClient) streamEnd(id uint64) uint64 {
 // stallOn receives for one settle window, or until cond holds; it returns
 // whether cond held.
 func (rc *rawClient) stallOn(ctx context.Context, cond func() bool) bool {
-	rc.Receive(ctx, rc.t.Settle(), func() bool { return cond() || rc.peerClosed })
+	rc.Receive(ctx, rc.t.Settle(), func() bool { return cond() || rc.PeerClosed })
 	return cond()
 }
 
@@ -523,9 +523,9 @@ func (t *T) datagramsReceived(conn int) int {
 // sendUnknownVersion sends one Initial of a reserved version in a datagram
 // of size bytes and returns the sent packet.
 func sendUnknownVersion(ctx context.Context, rc *rawClient, size int) *packet {
-	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: size})
-	rc.send(pkt)
-	return rc.lastSent()
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: size})
+	rc.Send(pkt)
+	return rc.LastSent()
 }
 
 // vnProbe sends an unknown-version Initial and collects the Version

@@ -17,57 +17,59 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// rawClient is a frame-level scripted QUIC client on its own UDP socket,
+// rawCore is a frame-level scripted QUIC client on its own UDP socket,
 // built from the wire and protect packages and crypto/tls. Unlike the
 // engine it lets a scenario choose every header field (version, connection
 // IDs of any length, reserved and fixed bits, packet numbers, datagram
 // sizes) and send any frame in any packet type, while still completing a
 // real handshake when asked. It acknowledges what it receives at once and
-// never retransmits except for its first flight.
-type rawClient struct {
-	t     *T
-	trace *connTrace
+// never retransmits except for its first flight. Its host (rawHost)
+// records what it sends and receives, and P is the host's record of a
+// packet.
+type rawCore[P rawPacket] struct {
+	host  rawHost[P]
 	conn  *net.UDPConn   // the socket of the current path
-	local netip.AddrPort // its local address
-	peer  netip.AddrPort
+	Local netip.AddrPort // its local address
+	Peer  netip.AddrPort
 
 	// paths are the tester's sockets towards the target: path 0 is the
 	// one the handshake used; migration scenarios add more. cur is the
 	// path the client sends on.
-	paths []*rawquic.Path
+	Paths []*rawquic.Path
 	cur   int
 	in    chan rawquic.In
 	done  chan struct{}
 
-	version     uint32
-	odcid, dcid []byte // original and current Destination Connection ID
-	scid        []byte
-	token       []byte
-	alpn        []string
+	Version     uint32
+	ODCID, DCID []byte // original and current Destination Connection ID
+	SCID        []byte
+	Token       []byte
+	ALPN        []string
 	tp          []byte // the client's transport parameters as sent
 
-	tls         *tls.QUICConn
-	clientHello []byte
-	sessions    tls.ClientSessionCache
+	tls      *tls.QUICConn
+	HelloMsg []byte
+	sessions tls.ClientSessionCache
 	// seal0RTT are the 0-RTT keys when TLS offered early data;
 	// earlyRejected is set when the server declined it (RFC 9001
 	// §4.6.2).
-	seal0RTT      *protect.Keys
-	earlyRejected bool
+	Seal0RTT      *protect.Keys
+	EarlyRejected bool
 	// rewriteHello edits the ClientHello before it is first sent (see
 	// rawOptions.RewriteHello).
 	rewriteHello func([]byte) []byte
 	curves       []tls.CurveID
+	serverName   string
 
-	seal, open [3]*protect.Keys
-	nextPN     [3]uint64
+	Seal, open [3]*protect.Keys
+	NextPN     [3]uint64
 	largest    [3]uint64 // NoPacketNumber before the first packet
-	recvd      [3]rawquic.PNSet
+	Recvd      [3]rawquic.PNSet
 	credit     rawquic.Credit
-	ackOwed    [3]bool
-	cryptoOff  [3]uint64
-	cryptoQ    [3][]byte
-	cryptoIn   [3]cryptoBuffer
+	AckOwed    [3]bool
+	CryptoOff  [3]uint64
+	CryptoQ    [3][]byte
+	cryptoIn   [3]rawquic.CryptoBuffer
 	delivered  [3]int
 
 	// NoAcks stops the automatic acknowledgments.
@@ -75,10 +77,10 @@ type rawClient struct {
 	// NeverAck, when set, picks packets the client never acknowledges
 	// (their frames are still processed); later packets are acknowledged
 	// as usual, so the server sees that one packet as lost.
-	NeverAck func(space int, p *packet) bool
+	NeverAck func(space int, p P) bool
 	// flowLabels counts the IPv6 flow labels of the datagrams received on
 	// IPv6 paths (RFC 9000 §9.7), by label.
-	flowLabels map[uint32]int
+	FlowLabels map[uint32]int
 	// Silent stops everything the client would send on its own: ACKs,
 	// its Finished, PATH_RESPONSE (a client that never completes address
 	// validation).
@@ -97,7 +99,7 @@ type rawClient struct {
 	// StampArrivals keeps the arrival time (the kernel's, when the socket
 	// gives it) and size of every datagram received, dropped ones too.
 	StampArrivals bool
-	arrivals      []rawArrival
+	Arrivals      []rawArrival
 	// NoPathResponse, per path, stops the automatic PATH_RESPONSE.
 	NoPathResponse map[int]bool
 	// BeforeFinished, when set, runs once when the client's Finished is
@@ -113,22 +115,22 @@ type rawClient struct {
 	holdFinished bool
 	// streams reassembles the server's stream data (rawfetch.go).
 	streams   map[uint64]*rawquic.Stream
-	nextBidi  uint64
-	h3Control bool
+	NextBidi  uint64
+	H3Control bool
 	// readPhase and writePhase are the 1-RTT key phases in use; the
 	// client follows the server's key updates. readGen and writeGen
 	// count the updates of each direction, so that a client that updated
 	// its own keys (updateKeys) does not update them again when the
 	// server follows.
-	readPhase, writePhase int
-	readGen, writeGen     int
+	readPhase, WritePhase int
+	readGen, WriteGen     int
 	// Spin runs the client side of the latency spin bit (RFC 9000
 	// §17.4): each 1-RTT packet carries the inverse of the spin value of
 	// the highest-numbered 1-RTT packet received.
 	Spin    bool
 	spinOut bool
 	// sparesGiven is set once the client issued spare connection IDs.
-	sparesGiven bool
+	SparesGiven bool
 	// FollowRetry makes the client answer a Retry (default true).
 	FollowRetry bool
 	// ClearQUICBit sends every Handshake and 1-RTT packet with the QUIC
@@ -137,25 +139,25 @@ type rawClient struct {
 	ClearQUICBit bool
 	// handshakeOpts and handshakeExtra shape the Handshake packet that
 	// carries the client's Finished.
-	handshakeOpts  longOpts
-	handshakeExtra []wire.Frame
+	HandshakeOpts  longOpts
+	HandshakeExtra []wire.Frame
 
-	serverSCID    []byte
-	retrySCID     []byte
+	ServerSCID    []byte
+	RetrySCID     []byte
 	serverTP      []byte
-	tlsDone       bool // the TLS handshake completed on the client side
-	confirmed     bool // HANDSHAKE_DONE received
-	handshakeSent bool // the client's Finished left in a Handshake packet
-	tlsErr        error
-	peerClosed    bool
-	firstSent     time.Time
+	TLSDone       bool // the TLS handshake completed on the client side
+	Confirmed     bool // HANDSHAKE_DONE received
+	HandshakeSent bool // the client's Finished left in a Handshake packet
+	TLSErr        error
+	PeerClosed    bool
+	FirstSent     time.Time
 }
 
 // rawArrival is one received datagram's arrival.
 type rawArrival struct {
-	at     time.Time
-	size   int
-	kernel bool // at is the kernel's timestamp
+	At     time.Time
+	Size   int
+	Kernel bool // at is the kernel's timestamp
 }
 
 // rawOptions shape a rawClient.
@@ -180,57 +182,44 @@ type rawOptions struct {
 	// offers one (with early data, when the ticket allows it) in the
 	// ClientHello.
 	Sessions tls.ClientSessionCache
+	// ServerName is the TLS server name to send.
+	ServerName string
 }
 
-func randomBytes(n int) []byte {
-	b := make([]byte, n)
+func randomCID() []byte {
+	b := make([]byte, 8)
 	rand.Read(b)
 	return b
 }
 
-// newRaw opens a raw client socket towards the target.
-func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
-	ua, err := net.ResolveUDPAddr("udp", t.profile.Target.Address)
-	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The target address %q does not resolve: %v.", t.profile.Target.Address, err))
-	}
-	var laddr *net.UDPAddr
-	if o.LocalIP.IsValid() {
-		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(o.LocalIP, 0))
-	}
-	uc, err := net.DialUDP("udp", laddr, ua)
-	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The tester cannot open a UDP socket towards %s: %v.", ua, err))
-	}
-	t.cleanup(func() { uc.Close() })
-	rc := &rawClient{t: t, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
-	t.cleanup(func() { close(rc.done) })
-	rc.peer = netip.AddrPortFrom(ua.AddrPort().Addr().Unmap(), ua.AddrPort().Port())
+// newRawCore makes a raw client on the connected socket uc, reporting to
+// h.
+func newRawCore[P rawPacket](h rawHost[P], uc *net.UDPConn, o rawOptions) *rawCore[P] {
+	rc := &rawCore[P]{host: h, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
+	h.Cleanup(func() { close(rc.done) })
+	ra := uc.RemoteAddr().(*net.UDPAddr).AddrPort()
+	rc.Peer = netip.AddrPortFrom(ra.Addr().Unmap(), ra.Port())
 	rc.addPath(uc)
-	rc.conn, rc.local = uc, rc.paths[0].Local
-	rc.trace = t.rec.newConn(o.Label)
-	rc.trace.setAddrs(rc.local, rc.peer)
-	rc.version = o.Version
-	if rc.version == 0 {
-		rc.version = protect.Version1
+	rc.conn, rc.Local = uc, rc.Paths[0].Local
+	rc.serverName = o.ServerName
+	rc.Version = o.Version
+	if rc.Version == 0 {
+		rc.Version = protect.Version1
 	}
-	rc.dcid = o.DCID
-	if rc.dcid == nil {
-		rc.dcid = randomBytes(8)
+	rc.DCID = o.DCID
+	if rc.DCID == nil {
+		rc.DCID = randomCID()
 	}
-	rc.odcid = rc.dcid
-	rc.scid = o.SCID
-	if rc.scid == nil {
-		rc.scid = randomBytes(8)
+	rc.ODCID = rc.DCID
+	rc.SCID = o.SCID
+	if rc.SCID == nil {
+		rc.SCID = randomCID()
 	}
-	rc.token = o.Token
+	rc.Token = o.Token
 	rc.rewriteHello = o.RewriteHello
 	rc.curves = o.Curves
 	rc.sessions = o.Sessions
-	rc.alpn = o.ALPN
-	if rc.alpn == nil {
-		rc.alpn = []string{t.alpn()}
-	}
+	rc.ALPN = o.ALPN
 	for i := range rc.largest {
 		rc.largest[i] = wire.NoPacketNumber
 	}
@@ -239,12 +228,12 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	} else {
 		tp := o.TP
 		if tp == nil {
-			tp = defaultClientTP(rc.scid)
+			tp = defaultClientTP(rc.SCID)
 			rc.credit = rawquic.NewCredit(tp)
 		}
 		rc.tp = tp.Marshal()
 	}
-	rc.initialKeys(rc.dcid)
+	rc.InitialKeys(rc.DCID)
 	return rc
 }
 
@@ -265,49 +254,49 @@ func defaultClientTP(scid []byte) *wire.TransportParameters {
 	return tp
 }
 
-func (rc *rawClient) initialKeys(dcid []byte) {
-	c, s, err := protect.NewInitialKeys(rc.version, dcid)
+func (rc *rawCore[P]) InitialKeys(dcid []byte) {
+	c, s, err := protect.NewInitialKeys(rc.Version, dcid)
 	if err != nil {
 		// Versions without known protection (reserved versions for version
 		// negotiation) are sealed with v1's salt; the server cannot read
 		// them anyway, only their header matters.
 		c, s, _ = protect.NewInitialKeys(protect.Version1, dcid)
 	}
-	rc.seal[0], rc.open[0] = c, s
+	rc.Seal[0], rc.open[0] = c, s
 }
 
 // ClientHello starts TLS and returns the ClientHello bytes (the Initial
 // CRYPTO stream); it is computed once.
-func (rc *rawClient) ClientHello(ctx context.Context) []byte {
+func (rc *rawCore[P]) ClientHello(ctx context.Context) []byte {
 	if rc.tls != nil {
-		return rc.clientHello
+		return rc.HelloMsg
 	}
 	if rc.curves == nil {
 		rc.curves = []tls.CurveID{tls.X25519, tls.CurveP256}
 	}
 	rc.tls = tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{
-		ServerName:         rc.t.profile.sni(),
-		NextProtos:         rc.alpn,
+		ServerName:         rc.serverName,
+		NextProtos:         rc.ALPN,
 		InsecureSkipVerify: true,
 		MinVersion:         tls.VersionTLS13,
-		KeyLogWriter:       rc.t.rec,
+		KeyLogWriter:       rc.host.KeyLog(),
 		// By default classical groups only, so the ClientHello fits one
 		// Initial packet; a hybrid post-quantum key share alone is 1,216
 		// bytes.
 		CurvePreferences:   rc.curves,
 		ClientSessionCache: rc.sessions,
 	}})
-	rc.t.cleanup(func() { rc.tls.Close() })
+	rc.host.Cleanup(func() { rc.tls.Close() })
 	rc.tls.SetTransportParameters(rc.tp)
 	if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.Start(ctx) }); err != nil {
-		rc.t.Errorf("TLS client start: %v", err)
+		rc.host.Errorf("TLS client start: %v", err)
 	}
 	rc.drainTLS()
-	rc.clientHello = append([]byte(nil), rc.cryptoQ[0]...)
+	rc.HelloMsg = append([]byte(nil), rc.CryptoQ[0]...)
 	if rc.rewriteHello != nil {
-		rc.clientHello = rc.rewriteHello(rc.clientHello)
+		rc.HelloMsg = rc.rewriteHello(rc.HelloMsg)
 	}
-	return rc.clientHello
+	return rc.HelloMsg
 }
 
 func levelSpace(l tls.QUICEncryptionLevel) int {
@@ -323,7 +312,7 @@ func levelSpace(l tls.QUICEncryptionLevel) int {
 }
 
 // drainTLS processes the TLS events: keys, data to send, parameters.
-func (rc *rawClient) drainTLS() {
+func (rc *rawCore[P]) drainTLS() {
 	for {
 		ev := rc.tls.NextEvent()
 		switch ev.Kind {
@@ -331,8 +320,8 @@ func (rc *rawClient) drainTLS() {
 			return
 		case tls.QUICSetReadSecret, tls.QUICSetWriteSecret:
 			if ev.Level == tls.QUICEncryptionLevelEarly && ev.Kind == tls.QUICSetWriteSecret {
-				if k, err := protect.NewKeys(rc.version, ev.Suite, ev.Data); err == nil {
-					rc.seal0RTT = k
+				if k, err := protect.NewKeys(rc.Version, ev.Suite, ev.Data); err == nil {
+					rc.Seal0RTT = k
 				}
 				continue
 			}
@@ -340,30 +329,30 @@ func (rc *rawClient) drainTLS() {
 			if sp < 0 {
 				continue
 			}
-			k, err := protect.NewKeys(rc.version, ev.Suite, ev.Data)
+			k, err := protect.NewKeys(rc.Version, ev.Suite, ev.Data)
 			if err != nil {
-				rc.tlsErr = err
+				rc.TLSErr = err
 				continue
 			}
 			if ev.Kind == tls.QUICSetReadSecret {
 				rc.open[sp] = k
 			} else {
-				rc.seal[sp] = k
+				rc.Seal[sp] = k
 			}
 		case tls.QUICWriteData:
 			if sp := levelSpace(ev.Level); sp >= 0 {
-				rc.cryptoQ[sp] = append(rc.cryptoQ[sp], ev.Data...)
+				rc.CryptoQ[sp] = append(rc.CryptoQ[sp], ev.Data...)
 			}
 		case tls.QUICTransportParameters:
 			rc.serverTP = append([]byte(nil), ev.Data...)
 		case tls.QUICTransportParametersRequired:
 			rc.tls.SetTransportParameters(rc.tp)
 		case tls.QUICRejectedEarlyData:
-			rc.earlyRejected = true
+			rc.EarlyRejected = true
 		case tls.QUICHandshakeDone:
-			rc.tlsDone = true
+			rc.TLSDone = true
 		case tls.QUICErrorEvent:
-			rc.tlsErr = ev.Err
+			rc.TLSErr = ev.Err
 		}
 	}
 }
@@ -385,7 +374,7 @@ type longOpts struct {
 
 // longPacket builds and protects a long-header packet in space (0 Initial,
 // 1 Handshake) carrying frames. It takes the next packet number.
-func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
+func (rc *rawCore[P]) LongPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
 	pt := wire.PacketTypeInitial
 	if space == 1 {
 		pt = wire.PacketTypeHandshake
@@ -395,24 +384,24 @@ func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]b
 	}
 	v := o.Version
 	if v == 0 {
-		v = rc.version
+		v = rc.Version
 	}
 	h := wire.LongHeader{Version: wire.Version(v), Type: pt, ClearFixedBit: o.ClearFixed || (rc.ClearQUICBit && space == 1), ReservedBits: o.ReservedBits,
 		DCID: o.DCID, SCID: o.SCID, Token: o.Token, LengthLen: 2, PNLen: o.PNLen}
 	if h.DCID == nil {
-		h.DCID = rc.dcid
+		h.DCID = rc.DCID
 	}
 	if h.SCID == nil {
-		h.SCID = rc.scid
+		h.SCID = rc.SCID
 	}
 	if h.Token == nil && pt == wire.PacketTypeInitial {
-		h.Token = rc.token
+		h.Token = rc.Token
 	}
 	if h.PNLen == 0 {
 		h.PNLen = 4
 	}
-	pn := rc.nextPN[space]
-	rc.nextPN[space]++
+	pn := rc.NextPN[space]
+	rc.NextPN[space]++
 	h.PacketNumber = pn
 	hdr, lengthOff, pnOff := h.Append(nil)
 	payload := appendFrames(nil, frames)
@@ -429,16 +418,16 @@ func (rc *rawClient) longPacket(space int, frames []wire.Frame, o longOpts) ([]b
 	wire.PutVarintLen(hdr[lengthOff:], uint64(h.PNLen+len(payload)+protect.TagSize), 2)
 	k := o.Keys
 	if k == nil {
-		k = rc.seal[space]
+		k = rc.Seal[space]
 	}
 	if k == nil {
-		rc.t.Errorf("no %s keys to seal with", pt)
+		rc.host.Errorf("no %s keys to seal with", pt)
 	}
 	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
 	if _, err := k.HeaderProtector().Apply(pkt, pnOff, true); err != nil {
-		rc.t.Errorf("header protection: %v", err)
+		rc.host.Errorf("header protection: %v", err)
 	}
-	rc.trace.record(true, time.Now(), pt, v, space, pn, h.DCID, h.SCID, len(pkt), 0, payload)
+	rc.host.Packet(rawPacketInfo{Sent: true, At: time.Now(), Type: pt, Version: v, Space: space, PN: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt)}, payload)
 	return pkt, pn
 }
 
@@ -462,20 +451,20 @@ type shortOpts struct {
 }
 
 // shortPacket builds and protects a 1-RTT packet.
-func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
+func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
-	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.writePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
+	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.WritePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
 	if h.DCID == nil {
-		h.DCID = rc.dcid
+		h.DCID = rc.DCID
 	}
 	if h.PNLen == 0 {
 		h.PNLen = 4
 	}
-	pn := rc.nextPN[2]
+	pn := rc.NextPN[2]
 	if o.PN != nil {
 		pn = *o.PN
 	} else {
-		rc.nextPN[2]++
+		rc.NextPN[2]++
 	}
 	h.PacketNumber = pn
 	hdr, pnOff := h.Append(nil)
@@ -490,10 +479,10 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 	}
 	k := o.Keys
 	if k == nil {
-		k = rc.seal[2]
+		k = rc.Seal[2]
 	}
 	if k == nil {
-		rc.t.Errorf("no 1-RTT keys to seal with")
+		rc.host.Errorf("no 1-RTT keys to seal with")
 	}
 	pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
 	hp := k.HeaderProtector()
@@ -502,21 +491,20 @@ func (rc *rawClient) shortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint
 	}
 	if len(pkt) >= pnOff+4+protect.SampleSize {
 		if _, err := hp.Apply(pkt, pnOff, false); err != nil {
-			rc.t.Errorf("header protection: %v", err)
+			rc.host.Errorf("header protection: %v", err)
 		}
 	}
-	m := pktMeta{path: rc.cur, firstByte: hdr[0]}
+	m := rawPacketInfo{Sent: true, At: time.Now(), Type: wire.PacketType1RTT, Space: 2, PN: pn, DCID: h.DCID, Size: len(pkt), Path: rc.cur, FirstByte: hdr[0]}
 	if o.Path != nil {
-		m.path = *o.Path
+		m.Path = *o.Path
 	}
-	if m.path > 0 {
-		m.local = rc.paths[m.path].Local
+	if m.Path > 0 {
+		m.Local = rc.Paths[m.Path].Local
 	}
-	m.keyPhase = 0
 	if h.KeyPhase {
-		m.keyPhase = 1
+		m.KeyPhase = 1
 	}
-	rc.trace.recordMeta(true, time.Now(), wire.PacketType1RTT, 0, 2, pn, h.DCID, nil, len(pkt), 0, payload, m)
+	rc.host.Packet(m, payload)
 	return pkt, pn
 }
 
@@ -528,72 +516,72 @@ func appendFrames(b []byte, frames []wire.Frame) []byte {
 }
 
 // send writes one datagram made of the given packets on the current path.
-func (rc *rawClient) send(pkts ...[]byte) {
+func (rc *rawCore[P]) Send(pkts ...[]byte) {
 	rc.sendOn(rc.cur, pkts...)
 }
 
 // sendOn writes one datagram made of the given packets on path i.
-func (rc *rawClient) sendOn(i int, pkts ...[]byte) {
+func (rc *rawCore[P]) sendOn(i int, pkts ...[]byte) {
 	var d []byte
 	for _, p := range pkts {
 		d = append(d, p...)
 	}
-	if rc.firstSent.IsZero() {
-		rc.firstSent = time.Now()
+	if rc.FirstSent.IsZero() {
+		rc.FirstSent = time.Now()
 	}
-	p := rc.paths[i]
-	rc.t.rec.addDatagram(datagramRec{at: time.Now(), sent: true, local: p.Local, peer: p.Peer, b: d})
+	p := rc.Paths[i]
+	rc.host.Datagram(time.Now(), true, p.Local, p.Peer, d)
 	p.Write(d)
 }
 
 // sendClientHello sends the ClientHello in one Initial padded to pad bytes.
-func (rc *rawClient) sendClientHello(ctx context.Context, pad int) {
+func (rc *rawCore[P]) SendClientHello(ctx context.Context, pad int) {
 	ch := rc.ClientHello(ctx)
-	rc.cryptoQ[0] = nil
-	rc.cryptoOff[0] = uint64(len(ch))
-	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: pad})
-	rc.send(pkt)
+	rc.CryptoQ[0] = nil
+	rc.CryptoOff[0] = uint64(len(ch))
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: pad})
+	rc.Send(pkt)
 }
 
 // Handshake runs a complete handshake: ClientHello in a 1200-byte datagram,
 // then the server's flights, the client's Finished, until HANDSHAKE_DONE
 // or the deadline. It repeats the ClientHello if nothing comes back.
-func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
+func (rc *rawCore[P]) Handshake(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	if rc.FirstFlight != nil {
 		rc.ClientHello(ctx)
 		rc.FirstFlight()
 	} else {
-		rc.sendClientHello(ctx, 1200)
+		rc.SendClientHello(ctx, 1200)
 	}
 	for tries := 0; ; tries++ {
 		wait := min(time.Until(deadline), time.Second<<tries)
 		if wait <= 0 {
 			break
 		}
-		rc.Receive(ctx, wait, func() bool { return rc.confirmed || rc.tlsErr != nil || rc.peerClosed })
-		if rc.confirmed || rc.tlsErr != nil || rc.peerClosed || ctx.Err() != nil {
+		rc.Receive(ctx, wait, func() bool { return rc.Confirmed || rc.TLSErr != nil || rc.PeerClosed })
+		if rc.Confirmed || rc.TLSErr != nil || rc.PeerClosed || ctx.Err() != nil {
 			break
 		}
-		if rc.serverSCID == nil && rc.FirstFlight != nil {
+		if rc.ServerSCID == nil && rc.FirstFlight != nil {
 			rc.FirstFlight()
-		} else if rc.serverSCID == nil {
+		} else if rc.ServerSCID == nil {
 			// Nothing yet from the server: send the first flight again.
 			ch := rc.ClientHello(ctx)
-			pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
-			rc.send(pkt)
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+			rc.Send(pkt)
 		}
 	}
 	switch {
-	case rc.tlsErr != nil:
-		return fmt.Errorf("TLS: %w", rc.tlsErr)
-	case rc.confirmed:
+	case rc.TLSErr != nil:
+		return fmt.Errorf("TLS: %w", rc.TLSErr)
+	case rc.Confirmed:
 		return nil
-	case rc.peerClosed:
+	case rc.PeerClosed:
 		return errors.New("the server closed the connection")
-	case rc.tlsDone:
+	case rc.TLSDone:
 		return errors.New("the handshake completed but HANDSHAKE_DONE never arrived")
-	case rc.serverSCID == nil:
+	case rc.ServerSCID == nil:
 		return errors.New("no answer from the server")
 	}
 	return errors.New("the handshake did not complete")
@@ -601,7 +589,7 @@ func (rc *rawClient) Handshake(ctx context.Context, d time.Duration) error {
 
 // Receive processes incoming datagrams for up to d, or until stop returns
 // true; it answers with acknowledgments and TLS data as they are owed.
-func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() bool) {
+func (rc *rawCore[P]) Receive(ctx context.Context, d time.Duration, stop func() bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -615,20 +603,20 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 				if at.IsZero() {
 					at = in.At
 				}
-				rc.arrivals = append(rc.arrivals, rawArrival{at: at, size: len(in.Data), kernel: !in.KernelAt.IsZero()})
+				rc.Arrivals = append(rc.Arrivals, rawArrival{At: at, Size: len(in.Data), Kernel: !in.KernelAt.IsZero()})
 			}
 			if rc.DropIn != nil && rc.DropIn(in.Path, in.Data) {
-				rc.t.rec.addDatagram(datagramRec{at: in.At, sent: false, local: rc.paths[in.Path].Local, peer: rc.paths[in.Path].Peer, b: in.Data})
+				rc.host.Datagram(in.At, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, in.Data)
 				continue
 			}
 			if in.HasFlow {
-				if rc.flowLabels == nil {
-					rc.flowLabels = map[uint32]int{}
+				if rc.FlowLabels == nil {
+					rc.FlowLabels = map[uint32]int{}
 				}
-				rc.flowLabels[in.Flow]++
+				rc.FlowLabels[in.Flow]++
 			}
 			rc.processDatagram(in)
-			rc.flush()
+			rc.Flush()
 		case <-timer.C:
 			return
 		case <-ctx.Done():
@@ -637,34 +625,34 @@ func (rc *rawClient) Receive(ctx context.Context, d time.Duration, stop func() b
 	}
 }
 
-func (rc *rawClient) processDatagram(in rawquic.In) {
+func (rc *rawCore[P]) processDatagram(in rawquic.In) {
 	now, d := in.At, in.Data
-	if !rc.firstSent.IsZero() {
-		rc.t.noteRTT(now.Sub(rc.firstSent))
+	if !rc.FirstSent.IsZero() {
+		rc.host.NoteRTT(now.Sub(rc.FirstSent))
 	}
-	rc.t.rec.addDatagram(datagramRec{at: now, sent: false, local: rc.paths[in.Path].Local, peer: rc.paths[in.Path].Peer, b: d})
-	rc.trace.keepRaw(now, d)
-	meta := pktMeta{path: in.Path, ecn: in.ECN}
+	rc.host.Datagram(now, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, d)
+	rc.host.KeepRaw(now, d)
+	meta := rawPacketInfo{At: now, Datagram: len(d), Path: in.Path, ECN: in.ECN}
 	if in.Path > 0 {
-		meta.local = rc.paths[in.Path].Local
+		meta.Local = rc.Paths[in.Path].Local
 	}
 	rest := d
 	for len(rest) > 0 {
 		if !wire.IsLongHeader(rest) {
-			rc.processShort(now, rest, len(d), meta)
+			rc.processShort(rest, meta)
 			return
 		}
-		h, err := wire.ParseHeader(rest, len(rc.scid))
+		h, err := wire.ParseHeader(rest, len(rc.SCID))
 		if err != nil || h.Version == 0 || h.Type == wire.PacketTypeRetry || !protect.SupportedVersion(uint32(h.Version)) {
-			p := rc.trace.recordHeaderOnly(now, rest, len(d))
+			rc.host.HeaderOnly(now, rest, len(d))
 			if h.Type == wire.PacketTypeRetry && err == nil {
-				rc.handleRetry(rest, p)
+				rc.handleRetry(rest)
 			}
 			return
 		}
 		pkt := append([]byte(nil), rest[:h.PacketLen]...)
 		rest = rest[h.PacketLen:]
-		sp := spaceOf(h.Type)
+		sp := rawquic.SpaceOf(h.Type)
 		if sp < 0 || sp > 1 || rc.open[sp] == nil {
 			continue
 		}
@@ -679,30 +667,30 @@ func (rc *rawClient) processDatagram(in rawquic.In) {
 		if err != nil {
 			continue
 		}
-		if h.Type == wire.PacketTypeInitial && rc.serverSCID == nil {
+		if h.Type == wire.PacketTypeInitial && rc.ServerSCID == nil {
 			// Never nil once set: a server may choose a zero-length
 			// connection ID (RFC 9000 §5.1), and nil means "no answer yet".
-			rc.serverSCID = append([]byte{}, h.SCID...)
-			rc.dcid = rc.serverSCID
+			rc.ServerSCID = append([]byte{}, h.SCID...)
+			rc.DCID = rc.ServerSCID
 		}
 		m := meta
-		m.firstByte = pkt[0]
-		p := rc.trace.recordMeta(false, now, h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt), len(d), payload, m)
-		rc.onPacket(sp, pn, p)
-		rc.trace.compact(p)
+		m.Type, m.Version, m.Space, m.PN, m.DCID, m.SCID, m.Size = h.Type, uint32(h.Version), sp, pn, h.DCID, h.SCID, len(pkt)
+		m.FirstByte = pkt[0]
+		p := rc.host.Packet(m, payload)
+		rc.onPacket(sp, pn, p, m)
+		rc.host.Processed(p)
 	}
 }
 
-func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMeta) {
+func (rc *rawCore[P]) processShort(b []byte, meta rawPacketInfo) {
+	now := meta.At
 	k := rc.open[2]
-	if k == nil || len(b) < 1+len(rc.scid)+4+protect.SampleSize {
-		if rc.trace.isStatelessReset(b) {
-			rc.trace.recordStatelessReset(now, len(b))
-		}
+	if k == nil || len(b) < 1+len(rc.SCID)+4+protect.SampleSize {
+		rc.host.Undecryptable(now, b)
 		return
 	}
 	pkt := append([]byte(nil), b...)
-	pnOff := 1 + len(rc.scid)
+	pnOff := 1 + len(rc.SCID)
 	pnLen, err := k.HeaderProtector().Remove(pkt, pnOff, false)
 	if err != nil {
 		return
@@ -719,7 +707,7 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 		}
 	}
 	payload, err := k.Open(nil, pkt[:pnOff+pnLen], pkt[pnOff+pnLen:], pn)
-	if err != nil && phase == rc.readPhase && rc.writeGen >= rc.readGen+2 {
+	if err != nil && phase == rc.readPhase && rc.WriteGen >= rc.readGen+2 {
 		// The tester updated twice in a row (tls-key-update-consecutive)
 		// and the server followed both at once: the same Key Phase bit,
 		// two generations on.
@@ -734,107 +722,106 @@ func (rc *rawClient) processShort(now time.Time, b []byte, dsize int, meta pktMe
 	if err == nil && gens > 0 {
 		rc.open[2], rc.readPhase = k, phase
 		rc.readGen += gens
-		if next, err := rc.seal[2].Next(); err == nil && rc.writeGen < rc.readGen {
-			rc.seal[2], rc.writePhase = next, phase
-			rc.writeGen++
+		if next, err := rc.Seal[2].Next(); err == nil && rc.WriteGen < rc.readGen {
+			rc.Seal[2], rc.WritePhase = next, phase
+			rc.WriteGen++
 		}
 	}
 	if err != nil {
-		if rc.trace.isStatelessReset(b) {
-			rc.trace.recordStatelessReset(now, len(b))
-		}
+		rc.host.Undecryptable(now, b)
 		return
 	}
-	meta.firstByte = pkt[0]
-	meta.keyPhase = int(pkt[0]>>2) & 1
+	meta.Type, meta.Space, meta.PN, meta.DCID, meta.Size = wire.PacketType1RTT, 2, pn, pkt[1:pnOff], len(pkt)
+	meta.FirstByte = pkt[0]
+	meta.KeyPhase = int(pkt[0]>>2) & 1
 	if rc.Spin && (rc.largest[2] == wire.NoPacketNumber || pn > rc.largest[2]) {
 		rc.spinOut = pkt[0]&0x20 == 0
 	}
-	p := rc.trace.recordMeta(false, now, wire.PacketType1RTT, 0, 2, pn, pkt[1:pnOff], nil, len(pkt), dsize, payload, meta)
-	rc.onPacket(2, pn, p)
-	rc.trace.compact(p)
+	p := rc.host.Packet(meta, payload)
+	rc.onPacket(2, pn, p, meta)
+	rc.host.Processed(p)
 }
 
-func (rc *rawClient) handleRetry(b []byte, p *packet) {
-	if !rc.FollowRetry || rc.retrySCID != nil || rc.serverSCID != nil {
+func (rc *rawCore[P]) handleRetry(b []byte) {
+	if !rc.FollowRetry || rc.RetrySCID != nil || rc.ServerSCID != nil {
 		return
 	}
 	r, err := wire.ParseRetry(b)
-	if err != nil || protect.VerifyRetry(uint32(r.Version), rc.odcid, b) != nil {
+	if err != nil || protect.VerifyRetry(uint32(r.Version), rc.ODCID, b) != nil {
 		return
 	}
-	rc.retrySCID = append([]byte{}, r.SCID...) // never nil, as serverSCID
-	rc.token = append([]byte(nil), r.Token...)
+	rc.RetrySCID = append([]byte{}, r.SCID...) // never nil, as serverSCID
+	rc.Token = append([]byte(nil), r.Token...)
 	if rc.RetryToken != nil {
-		rc.token = rc.RetryToken(rc.token)
+		rc.Token = rc.RetryToken(rc.Token)
 	}
-	rc.dcid = rc.retrySCID
-	rc.initialKeys(rc.dcid)
-	rc.t.Fact("retry.policy", "retry seen")
+	rc.DCID = rc.RetrySCID
+	rc.InitialKeys(rc.DCID)
+	rc.host.Fact("retry.policy", "retry seen")
 	if rc.FirstFlight != nil {
 		rc.FirstFlight()
 		return
 	}
-	ch := rc.clientHello
-	pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
-	rc.send(pkt)
+	ch := rc.HelloMsg
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+	rc.Send(pkt)
 }
 
-func (rc *rawClient) onPacket(sp int, pn uint64, p *packet) {
+func (rc *rawCore[P]) onPacket(sp int, pn uint64, p P, m rawPacketInfo) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
-	if !rc.recvd[sp].Contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
-		rc.recvd[sp].Add(pn)
-		rc.ecnIn[sp][p.ecn&3]++
+	if !rc.Recvd[sp].Contains(pn) && (rc.NeverAck == nil || !rc.NeverAck(sp, p)) {
+		rc.Recvd[sp].Add(pn)
+		rc.ecnIn[sp][m.ECN&3]++
 	}
-	if p.ackEliciting && !rc.NoAcks {
-		rc.ackOwed[sp] = true
+	if p.AckEliciting() && !rc.NoAcks {
+		rc.AckOwed[sp] = true
 	}
-	for _, f := range p.frames {
+	for _, f := range p.Frames() {
 		switch f := f.(type) {
 		case *wire.CryptoFrame:
-			if rc.tls == nil || rc.tlsErr != nil {
+			if rc.tls == nil || rc.TLSErr != nil {
 				continue
 			}
-			rc.cryptoIn[sp].add(f.Offset, f.Data)
-			data := rc.cryptoIn[sp].contiguous()
+			rc.cryptoIn[sp].Add(f.Offset, f.Data)
+			data := rc.cryptoIn[sp].Contiguous()
 			if len(data) > rc.delivered[sp] {
 				lvl := []tls.QUICEncryptionLevel{tls.QUICEncryptionLevelInitial, tls.QUICEncryptionLevelHandshake, tls.QUICEncryptionLevelApplication}[sp]
 				if err := quic.WithTLS13Suites(nil, func() error { return rc.tls.HandleData(lvl, data[rc.delivered[sp]:]) }); err != nil {
-					rc.tlsErr = err
+					rc.TLSErr = err
 				}
 				rc.delivered[sp] = len(data)
 				rc.drainTLS()
 			}
 		case *wire.HandshakeDoneFrame:
-			rc.confirmed = true
+			rc.Confirmed = true
 		case *wire.ConnectionCloseFrame:
-			rc.peerClosed = true
+			rc.PeerClosed = true
 		case *wire.PathChallengeFrame:
 			// Catalogue §2.4: the tester answers PATH_CHALLENGE on the
 			// path where it arrived, in a 1200-byte datagram.
-			if rc.seal[2] != nil && !rc.NoPathResponse[p.path] && !rc.Silent {
-				path := p.path
-				pkt, _ := rc.shortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, shortOpts{PadTo: 1200, Path: &path})
+			if rc.Seal[2] != nil && !rc.NoPathResponse[m.Path] && !rc.Silent {
+				path := m.Path
+				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, shortOpts{PadTo: 1200, Path: &path})
 				rc.sendOn(path, pkt)
 			}
 		case *wire.StreamFrame:
-			rc.onStream(f)
+			rc.OnStream(f)
 		}
 	}
 }
 
 // ackFrame builds an ACK frame for everything received in space.
-func (rc *rawClient) ackFrame(sp int) *wire.AckFrame {
-	a := &wire.AckFrame{Ranges: rc.recvd[sp].Ack(32)}
+func (rc *rawCore[P]) AckFrame(sp int) *wire.AckFrame {
+	a := &wire.AckFrame{Ranges: rc.Recvd[sp].Ack(32)}
 	rc.ecnFeedback(sp, a)
 	return a
 }
 
 // ecnFeedback adds the ECN counts of space sp to a when the client reports
 // them.
-func (rc *rawClient) ecnFeedback(sp int, a *wire.AckFrame) {
+func (rc *rawCore[P]) ecnFeedback(sp int, a *wire.AckFrame) {
 	if rc.ECNFeedback {
 		a.ECN = true
 		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
@@ -842,7 +829,7 @@ func (rc *rawClient) ecnFeedback(sp int, a *wire.AckFrame) {
 }
 
 // ackFrameOf builds an ACK frame for the packet numbers pns of space sp.
-func (rc *rawClient) ackFrameOf(sp int, pns []uint64) *wire.AckFrame {
+func (rc *rawCore[P]) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
 	pns = slices.Clone(pns)
 	slices.Sort(pns)
 	slices.Reverse(pns)
@@ -862,11 +849,11 @@ func (rc *rawClient) ackFrameOf(sp int, pns []uint64) *wire.AckFrame {
 }
 
 // flush sends owed acknowledgments and pending TLS data.
-func (rc *rawClient) flush() {
+func (rc *rawCore[P]) Flush() {
 	if rc.Silent {
 		return
 	}
-	if rc.BeforeFinished != nil && len(rc.cryptoQ[1]) > 0 && rc.seal[1] != nil && !rc.holdFinished {
+	if rc.BeforeFinished != nil && len(rc.CryptoQ[1]) > 0 && rc.Seal[1] != nil && !rc.holdFinished {
 		f := rc.BeforeFinished
 		rc.BeforeFinished = nil
 		rc.holdFinished = true
@@ -874,79 +861,73 @@ func (rc *rawClient) flush() {
 		rc.holdFinished = false
 	}
 	var hs []byte
-	finished := len(rc.cryptoQ[1]) > 0 && !rc.holdFinished
-	if rc.seal[1] != nil && (rc.ackOwed[1] || finished) && !rc.confirmed {
+	finished := len(rc.CryptoQ[1]) > 0 && !rc.holdFinished
+	if rc.Seal[1] != nil && (rc.AckOwed[1] || finished) && !rc.Confirmed {
 		var fr []wire.Frame
-		if rc.ackOwed[1] || !rc.recvd[1].Empty() {
-			fr = append(fr, rc.ackFrame(1))
+		if rc.AckOwed[1] || !rc.Recvd[1].Empty() {
+			fr = append(fr, rc.AckFrame(1))
 		}
-		if q := rc.cryptoQ[1]; finished {
-			fr = append(fr, &wire.CryptoFrame{Offset: rc.cryptoOff[1], Data: q})
-			rc.cryptoOff[1] += uint64(len(q))
-			rc.cryptoQ[1] = nil
-			fr = append(fr, rc.handshakeExtra...)
-			hs, _ = rc.longPacket(1, fr, rc.handshakeOpts)
-			rc.handshakeSent = true
+		if q := rc.CryptoQ[1]; finished {
+			fr = append(fr, &wire.CryptoFrame{Offset: rc.CryptoOff[1], Data: q})
+			rc.CryptoOff[1] += uint64(len(q))
+			rc.CryptoQ[1] = nil
+			fr = append(fr, rc.HandshakeExtra...)
+			hs, _ = rc.LongPacket(1, fr, rc.HandshakeOpts)
+			rc.HandshakeSent = true
 		} else {
-			hs, _ = rc.longPacket(1, fr, longOpts{})
+			hs, _ = rc.LongPacket(1, fr, longOpts{})
 		}
-		rc.ackOwed[1] = false
+		rc.AckOwed[1] = false
 	}
-	if hs != nil && finished && rc.CoalesceFinished != nil && rc.seal[2] != nil {
+	if hs != nil && finished && rc.CoalesceFinished != nil && rc.Seal[2] != nil {
 		// One datagram: Initial (ACK), Handshake (Finished), 1-RTT, in
 		// order of encryption level (RFC 9000 §12.2), the Initial padded
 		// so that the datagram is 1200 bytes (§14.1).
 		frames := rc.CoalesceFinished()
 		rc.CoalesceFinished = nil
-		short, _ := rc.shortPacket(frames, shortOpts{})
-		in, _ := rc.longPacket(0, []wire.Frame{rc.ackFrame(0)}, longOpts{PadTo: 1200 - len(hs) - len(short)})
-		rc.ackOwed[0] = false
-		rc.send(in, hs, short)
+		short, _ := rc.ShortPacket(frames, shortOpts{})
+		in, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{PadTo: 1200 - len(hs) - len(short)})
+		rc.AckOwed[0] = false
+		rc.Send(in, hs, short)
 		hs = nil
 	}
 	var in []byte
-	if rc.seal[0] != nil && rc.ackOwed[0] && !rc.handshakeSent {
-		in, _ = rc.longPacket(0, []wire.Frame{rc.ackFrame(0)}, longOpts{PadTo: 1200 - len(hs)})
-		rc.ackOwed[0] = false
+	if rc.Seal[0] != nil && rc.AckOwed[0] && !rc.HandshakeSent {
+		in, _ = rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{PadTo: 1200 - len(hs)})
+		rc.AckOwed[0] = false
 	}
 	if in != nil || hs != nil {
-		rc.send(in, hs)
+		rc.Send(in, hs)
 	}
-	if rc.seal[2] != nil && rc.ackOwed[2] && rc.handshakeSent {
-		pkt, _ := rc.shortPacket(rc.credit.WithAck([]wire.Frame{rc.ackFrame(2)}), shortOpts{})
-		rc.ackOwed[2] = false
-		rc.send(pkt)
+	if rc.Seal[2] != nil && rc.AckOwed[2] && rc.HandshakeSent {
+		pkt, _ := rc.ShortPacket(rc.credit.WithAck([]wire.Frame{rc.AckFrame(2)}), shortOpts{})
+		rc.AckOwed[2] = false
+		rc.Send(pkt)
 	}
 }
 
 // Send1RTT sends frames in a 1-RTT packet of its own datagram.
-func (rc *rawClient) Send1RTT(frames []wire.Frame, o shortOpts) *packet {
-	pkt, _ := rc.shortPacket(rc.credit.WithAck(frames), o)
-	rc.send(pkt)
-	return rc.lastSent()
+func (rc *rawCore[P]) Send1RTT(frames []wire.Frame, o shortOpts) P {
+	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
+	rc.Send(pkt)
+	return rc.LastSent()
 }
 
 // Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
-func (rc *rawClient) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) *packet {
+func (rc *rawCore[P]) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) P {
 	o.Path = &i
-	pkt, _ := rc.shortPacket(rc.credit.WithAck(frames), o)
+	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
 	rc.sendOn(i, pkt)
-	return rc.lastSent()
+	return rc.LastSent()
 }
 
-func (rc *rawClient) lastSent() *packet {
-	ps := rc.t.rec.snapshot()
-	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].sent && ps[i].conn == rc.trace.id {
-			return ps[i]
-		}
-	}
-	return nil
-}
+// LastSent returns the last packet the client sent, as its host recorded
+// it.
+func (rc *rawCore[P]) LastSent() P { return rc.host.LastSent() }
 
 // ServerTP returns the server's transport parameters (nil before
 // EncryptedExtensions).
-func (rc *rawClient) ServerTP() *wire.TransportParameters {
+func (rc *rawCore[P]) ServerTP() *wire.TransportParameters {
 	if rc.serverTP == nil {
 		return nil
 	}

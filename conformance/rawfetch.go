@@ -15,20 +15,20 @@ import (
 )
 
 // BodyDigest returns the digest of req's response body so far.
-func (rc *rawClient) BodyDigest(req *rawRequest) rawquic.Digest {
+func (rc *rawCore[P]) BodyDigest(req *rawRequest) rawquic.Digest {
 	var d rawquic.Digest
-	s := rc.stream(req.id)
+	s := rc.Stream(req.ID)
 	if s == nil {
 		copy(d.Sum[:], sha256.New().Sum(nil))
 		return d
 	}
-	if req.alpn == h3.ALPNH3 {
+	if req.ALPN == h3.ALPNH3 {
 		return s.BodyDigest()
 	}
 	return s.Digest()
 }
 
-func (rc *rawClient) onStream(f *wire.StreamFrame) {
+func (rc *rawCore[P]) OnStream(f *wire.StreamFrame) {
 	if rc.streams == nil {
 		rc.streams = map[uint64]*rawquic.Stream{}
 	}
@@ -45,23 +45,23 @@ func (rc *rawClient) onStream(f *wire.StreamFrame) {
 }
 
 // stream returns the reassembly of stream id (nil before any data).
-func (rc *rawClient) stream(id uint64) *rawquic.Stream { return rc.streams[id] }
+func (rc *rawCore[P]) Stream(id uint64) *rawquic.Stream { return rc.streams[id] }
 
 // rawRequest is a request the raw client sent.
 type rawRequest struct {
-	id    uint64
-	frame *wire.StreamFrame
-	alpn  string
+	ID    uint64
+	Frame *wire.StreamFrame
+	ALPN  string
 }
 
 // Request asks for path on the next client bidirectional stream, over the
 // connection's application protocol (hq-interop, or h3 with a control
 // stream and a static-table QPACK field section), and returns it.
-func (rc *rawClient) Request(path string) *rawRequest {
-	id := 4 * rc.nextBidi
-	rc.nextBidi++
-	req := rc.prepareRequest(id, path)
-	rc.Send1RTT([]wire.Frame{req.frame}, shortOpts{})
+func (rc *rawCore[P]) Request(path string) *rawRequest {
+	id := 4 * rc.NextBidi
+	rc.NextBidi++
+	req := rc.PrepareRequest(id, path)
+	rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
 	return req
 }
 
@@ -69,28 +69,28 @@ func (rc *rawClient) Request(path string) *rawRequest {
 // stream id without sending it (over h3 it opens the control stream
 // first), so that a scenario can split, reorder or delay its bytes. The
 // frame carries the whole request with FIN.
-func (rc *rawClient) prepareRequest(id uint64, path string) *rawRequest {
-	alpn := rc.negotiatedALPN()
+func (rc *rawCore[P]) PrepareRequest(id uint64, path string) *rawRequest {
+	alpn := rc.NegotiatedALPN()
 	var body []byte
 	if alpn == h3.ALPNH3 {
-		if !rc.h3Control {
-			rc.h3Control = true
-			ctl := append([]byte{0x00}, h3Frame(0x04, nil)...)
+		if !rc.H3Control {
+			rc.H3Control = true
+			ctl := append([]byte{0x00}, rawquic.H3Frame(0x04, nil)...)
 			rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: 2, Data: ctl}}, shortOpts{})
 		}
-		body = h3Frame(0x01, rawFieldSection(rc.t.profile, path))
+		body = rawquic.H3Frame(0x01, rawFieldSection(rc.serverName, path))
 	} else {
 		body = []byte("GET " + path + "\r\n")
 	}
-	if n := id/4 + 1; id%4 == 0 && n > rc.nextBidi {
-		rc.nextBidi = n
+	if n := id/4 + 1; id%4 == 0 && n > rc.NextBidi {
+		rc.NextBidi = n
 	}
-	return &rawRequest{id: id, frame: &wire.StreamFrame{StreamID: id, Data: body, Fin: true}, alpn: alpn}
+	return &rawRequest{ID: id, Frame: &wire.StreamFrame{StreamID: id, Data: body, Fin: true}, ALPN: alpn}
 }
 
 // negotiatedALPN is the application protocol of the connection.
-func (rc *rawClient) negotiatedALPN() string {
-	alpn := rc.alpn[0]
+func (rc *rawCore[P]) NegotiatedALPN() string {
+	alpn := rc.ALPN[0]
 	if rc.tls != nil {
 		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
 			alpn = st.NegotiatedProtocol
@@ -101,8 +101,7 @@ func (rc *rawClient) negotiatedALPN() string {
 
 // rawFieldSection encodes a GET request's field section with QPACK's
 // static table and literals only.
-func rawFieldSection(p *Profile, path string) []byte {
-	host := p.sni()
+func rawFieldSection(host, path string) []byte {
 	if host == "" {
 		host = "localhost"
 	}
@@ -118,12 +117,12 @@ func rawFieldSection(p *Profile, path string) []byte {
 // Body returns the response body of req so far: the stream's bytes for
 // hq-interop, the DATA frames' payloads for h3. done reports that the
 // whole response arrived.
-func (rc *rawClient) Body(req *rawRequest) (body []byte, done bool) {
-	s := rc.stream(req.id)
+func (rc *rawCore[P]) Body(req *rawRequest) (body []byte, done bool) {
+	s := rc.Stream(req.ID)
 	if s == nil {
 		return nil, false
 	}
-	if req.alpn != h3.ALPNH3 {
+	if req.ALPN != h3.ALPNH3 {
 		return s.Data(), s.Complete()
 	}
 	b := s.Data()
@@ -155,47 +154,47 @@ func (rc *rawClient) Body(req *rawRequest) (body []byte, done bool) {
 
 // responseDone reports that req's response stream is complete (cheaply:
 // Body parses the kept bytes).
-func (rc *rawClient) responseDone(req *rawRequest) bool {
-	s := rc.stream(req.id)
+func (rc *rawCore[P]) ResponseDone(req *rawRequest) bool {
+	s := rc.Stream(req.ID)
 	return s != nil && s.Complete()
 }
 
 // Fetch requests path and receives until the response is complete, d has
 // passed or the server closed; it resends the request when nothing at all
 // came back for a PTO (the raw client has no loss recovery).
-func (rc *rawClient) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
+func (rc *rawCore[P]) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
 	req := rc.Request(path)
 	return rc.Await(ctx, req, d)
 }
 
 // Await receives until req's response is complete, d has passed or the
 // server closed.
-func (rc *rawClient) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
+func (rc *rawCore[P]) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
 	deadline := time.Now().Add(d)
 	resent := false
-	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.peerClosed {
-		rc.Receive(ctx, min(time.Until(deadline), rc.t.PTO()), func() bool {
-			return rc.responseDone(req) || rc.peerClosed
+	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.PeerClosed {
+		rc.Receive(ctx, min(time.Until(deadline), rc.host.PTO()), func() bool {
+			return rc.ResponseDone(req) || rc.PeerClosed
 		})
-		if rc.responseDone(req) {
+		if rc.ResponseDone(req) {
 			body, _ := rc.Body(req)
 			return body, nil
 		}
-		if rc.stream(req.id) == nil && !resent {
+		if rc.Stream(req.ID) == nil && !resent {
 			resent = true
-			rc.Send1RTT([]wire.Frame{req.frame}, shortOpts{})
+			rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
 		}
 	}
 	body, _ := rc.Body(req)
 	switch {
-	case rc.peerClosed:
+	case rc.PeerClosed:
 		return body, errors.New("the server closed the connection")
 	case ctx.Err() != nil:
 		return body, ctx.Err()
 	}
 	got := 0
-	if s := rc.stream(req.id); s != nil {
+	if s := rc.Stream(req.ID); s != nil {
 		got = s.Received()
 	}
-	return body, fmt.Errorf("the response on stream %d was incomplete after %v (%d bytes of the stream arrived in order)", req.id, d.Round(time.Millisecond), got)
+	return body, fmt.Errorf("the response on stream %d was incomplete after %v (%d bytes of the stream arrived in order)", req.ID, d.Round(time.Millisecond), got)
 }

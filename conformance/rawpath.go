@@ -10,25 +10,25 @@ import (
 
 // addPath adopts uc as a new path and starts its reader; it returns the
 // path's index.
-func (rc *rawClient) addPath(uc *net.UDPConn) int {
+func (rc *rawCore[P]) addPath(uc *net.UDPConn) int {
 	p := rawquic.NewPath(uc)
-	rc.paths = append(rc.paths, p)
-	i := len(rc.paths) - 1
-	rc.t.cleanup(func() { uc.Close() })
+	rc.Paths = append(rc.Paths, p)
+	i := len(rc.Paths) - 1
+	rc.host.Cleanup(func() { uc.Close() })
 	go p.Read(i, rc.in, rc.done)
 	return i
 }
 
 // newPath opens another socket towards the target, from the local address
 // ip (the zero Addr: any), and returns its index.
-func (rc *rawClient) newPath(ip netip.Addr) (int, error) {
-	return rc.newPathTo(ip, rc.peer)
+func (rc *rawCore[P]) NewPath(ip netip.Addr) (int, error) {
+	return rc.NewPathTo(ip, rc.Peer)
 }
 
 // newPathTo opens a socket from the local address ip (the zero Addr: any)
 // towards peer, such as the server's preferred address, and returns its
 // index.
-func (rc *rawClient) newPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) {
+func (rc *rawCore[P]) NewPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) {
 	var laddr *net.UDPAddr
 	if ip.IsValid() {
 		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))
@@ -41,9 +41,9 @@ func (rc *rawClient) newPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) 
 }
 
 // migrate makes path i the one the client sends on.
-func (rc *rawClient) migrate(i int) {
+func (rc *rawCore[P]) Migrate(i int) {
 	rc.cur = i
-	rc.conn, rc.local = rc.paths[i].Conn, rc.paths[i].Local
+	rc.conn, rc.Local = rc.Paths[i].Conn, rc.Paths[i].Local
 }
 
 // secondLocalAddr returns a local address other than the one path 0 uses,
@@ -51,8 +51,8 @@ func (rc *rawClient) migrate(i int) {
 // (Linux routes the whole block to lo), elsewhere another configured
 // address of the same family. ok is false when there is none (the `2addr`
 // need of docs/conformance-model.md, Needs).
-func (rc *rawClient) secondLocalAddr() (netip.Addr, bool) {
-	cur := rc.paths[0].Local.Addr().Unmap()
+func (rc *rawCore[P]) SecondLocalAddr() (netip.Addr, bool) {
+	cur := rc.Paths[0].Local.Addr().Unmap()
 	if cur.IsLoopback() {
 		if cur.Is4() {
 			alt := netip.AddrFrom4([4]byte{127, 0, 0, 2})

@@ -215,7 +215,7 @@ type connTrace struct {
 
 	// Guarded by r.mu.
 	local, peer netip.AddrPort
-	cryptoIn    [3]cryptoBuffer
+	cryptoIn    [3]rawquic.CryptoBuffer
 	serverTP    *wire.TransportParameters
 	serverTPRaw []byte
 	tpErr       error
@@ -325,9 +325,9 @@ func (c *connTrace) learn(p *packet) {
 			if p.space < 0 || p.space > 2 {
 				continue
 			}
-			c.cryptoIn[p.space].add(f.Offset, f.Data)
+			c.cryptoIn[p.space].Add(f.Offset, f.Data)
 			if p.space == 1 && c.serverTP == nil && c.tpErr == nil {
-				if ext, ok := findTransportParameters(c.cryptoIn[1].contiguous()); ok {
+				if ext, ok := findTransportParameters(c.cryptoIn[1].Contiguous()); ok {
 					c.serverTPRaw = append([]byte(nil), ext...)
 					tp, err := wire.ParseTransportParameters(c.serverTPRaw, true)
 					if err != nil {
@@ -349,37 +349,6 @@ func (c *connTrace) learn(p *packet) {
 		}
 	}
 }
-
-// cryptoBuffer reassembles a CRYPTO stream far enough to read TLS messages.
-type cryptoBuffer struct {
-	data    []byte
-	pending map[uint64][]byte
-}
-
-func (b *cryptoBuffer) add(off uint64, d []byte) {
-	if b.pending == nil {
-		b.pending = map[uint64][]byte{}
-	}
-	if off+uint64(len(d)) > 1<<20 {
-		return // nothing a handshake needs lies that far
-	}
-	b.pending[off] = append([]byte(nil), d...)
-	for progress := true; progress; {
-		progress = false
-		for o, d := range b.pending {
-			end := o + uint64(len(d))
-			if o <= uint64(len(b.data)) {
-				if end > uint64(len(b.data)) {
-					b.data = append(b.data, d[uint64(len(b.data))-o:]...)
-				}
-				delete(b.pending, o)
-				progress = true
-			}
-		}
-	}
-}
-
-func (b *cryptoBuffer) contiguous() []byte { return b.data }
 
 // tlsMessages splits a CRYPTO stream into complete TLS handshake messages.
 func tlsMessages(b []byte) (msgs [][]byte) {
@@ -533,18 +502,6 @@ func packetTypeName(t wire.PacketType) string {
 		return "version_negotiation"
 	}
 	return "unparsed"
-}
-
-func spaceOf(t wire.PacketType) int {
-	switch t {
-	case wire.PacketTypeInitial:
-		return 0
-	case wire.PacketTypeHandshake:
-		return 1
-	case wire.PacketType0RTT, wire.PacketType1RTT:
-		return 2
-	}
-	return -1
 }
 
 // events turns packets into evidence, marking each with role.

@@ -359,8 +359,8 @@ func runAckReorderImmediate(ctx context.Context, t *T) {
 			t.Inconclusive("The server did not acknowledge a PING, so the path's RTT could not be measured.")
 		}
 		rc.Receive(ctx, 10*time.Millisecond, nil)
-		held := rc.nextPN[2]
-		rc.nextPN[2]++
+		held := rc.NextPN[2]
+		rc.NextPN[2]++
 		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		trig = append(trig, p)
 		m := t.mark()
@@ -427,7 +427,7 @@ func runAckEverySecond(ctx context.Context, t *T) {
 // arrive well within any max_ack_delay and the count, not the timer,
 // decides the ACKs.
 func ackRatioLater(ctx context.Context, t *T, rc *rawClient) {
-	for rc.nextPN[2] <= 100 && ctx.Err() == nil {
+	for rc.NextPN[2] <= 100 && ctx.Err() == nil {
 		rc.burst(1, nil)
 		rc.Receive(ctx, 2*time.Millisecond, nil)
 	}
@@ -449,8 +449,8 @@ func ackRatioLater(ctx context.Context, t *T, rc *rawClient) {
 // ecnMarker marks the raw client's datagrams: mark chooses the codepoint
 // from the packet the datagram ends with.
 func ecnMarker(rc *rawClient, mark func(p *packet) uint8) {
-	rc.paths[0].ECN = func() uint8 {
-		p := rc.lastSent()
+	rc.Paths[0].ECN = func() uint8 {
+		p := rc.LastSent()
 		if p == nil {
 			return 0
 		}
@@ -782,7 +782,7 @@ func (rc *rawClient) isolatedPingsRaw(ctx context.Context, n int, gap time.Durat
 // whole body), completes, or d passes; it returns the stream's length.
 func (rc *rawClient) receiveStream(ctx context.Context, req *rawRequest, n int, d time.Duration) (int, bool) {
 	got := func() (int, bool) {
-		s := rc.stream(req.id)
+		s := rc.Stream(req.ID)
 		if s == nil {
 			return 0, false
 		}
@@ -821,7 +821,7 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 	}
 	stop := time.Now()
 	rc.NoAcks = true
-	rc.ackOwed[2] = false
+	rc.AckOwed[2] = false
 	var cs [][]*packet
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -833,8 +833,8 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 	}
 	// Resume, so the server's connection ends well.
 	rc.NoAcks = false
-	rc.ackOwed[2] = true
-	rc.flush()
+	rc.AckOwed[2] = true
+	rc.Flush()
 	rc.Receive(ctx, 100*time.Millisecond, nil)
 	if len(cs) < 3 {
 		t.Inconclusive(fmt.Sprintf("After the tester went silent the server sent %d groups of packets in 3 s; at least two probes are needed.", max(len(cs)-1, 0)))
@@ -889,7 +889,7 @@ func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	// always sends Retry must be judged on the flight that follows.
 	rc := t.newRaw(ctx, rawOptions{Label: "silent"})
 	rc.Silent = true
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	pick := rc.onPath(0)
 	flightOf := func(dgs []datagramRec) (first time.Time, flight, later int, probeAt time.Duration) {
 		for _, d := range dgs {
@@ -1031,7 +1031,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		from := time.Now()
 		rc.Receive(ctx, roundTrip, nil)
 		n, _ := t.datagramBytes(func(d datagramRec) bool {
-			return !d.at.Before(from) && d.peer == rc.paths[0].Peer && d.local == rc.paths[0].Local
+			return !d.at.Before(from) && d.peer == rc.Paths[0].Peer && d.local == rc.Paths[0].Local
 		}, false, time.Time{})
 		rounds = append(rounds, n)
 		if armed && lossRound < 0 {
@@ -1040,7 +1040,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		if !armed && r >= 1 && n >= 30000 {
 			armed, skip, drop = true, 4, 3
 		}
-		done := rc.responseDone(req)
+		done := rc.ResponseDone(req)
 		if lossRound >= 0 && r == lossRound+lossWatchRounds {
 			running = !done
 			break
@@ -1048,7 +1048,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		if done {
 			break
 		}
-		rc.Send1RTT([]wire.Frame{rc.ackFrame(2)}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
 	}
 	return rounds, lossRound, running
 }
@@ -1167,8 +1167,8 @@ func runRecInitialWindow(ctx context.Context, t *T) {
 	window := time.Now()
 	// Release the acknowledgments and let the transfer go on briefly.
 	rc.NoAcks = false
-	rc.ackOwed[2] = true
-	rc.flush()
+	rc.AckOwed[2] = true
+	rc.Flush()
 	rc.Receive(ctx, 50*time.Millisecond, nil)
 	var fin time.Time
 	var counted []*packet
@@ -1238,7 +1238,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	t.keepEverything() // the judge reads every packet of the sample
 	rc, _ := t.recRaw(ctx, "timestamps", nil)
 	rc.StampArrivals = true
-	rc.arrivals = nil
+	rc.Arrivals = nil
 	rc.NoAcks = true
 	req := rc.Request(t.profile.Target.LargePath)
 	deadline := time.Now().Add(20 * time.Second)
@@ -1246,12 +1246,12 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	var acked, waiting []*packet // the server's 1-RTT packets, acknowledged or not yet
 	next := 0
 	sampled := func() bool {
-		s := rc.stream(req.id)
+		s := rc.Stream(req.ID)
 		return s != nil && s.Received() >= burstSample
 	}
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		rc.Receive(ctx, 2*time.Millisecond, nil)
-		if rc.responseDone(req) || rc.peerClosed || sampled() {
+		if rc.ResponseDone(req) || rc.PeerClosed || sampled() {
 			break
 		}
 		t.rec.mu.Lock()
@@ -1276,22 +1276,22 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 		for i, p := range acked {
 			pns[i] = p.pn
 		}
-		if a := rc.ackFrameOf(2, pns); a.LargestAcked() != lastLargest {
+		if a := rc.AckFrameOf(2, pns); a.LargestAcked() != lastLargest {
 			lastLargest = a.LargestAcked()
 			rc.Send1RTT([]wire.Frame{a}, shortOpts{})
 		}
 	}
 	rc.NoAcks = false
-	rc.ackOwed[2] = true
-	rc.flush()
-	if !rc.responseDone(req) && !sampled() {
+	rc.AckOwed[2] = true
+	rc.Flush()
+	if !rc.ResponseDone(req) && !sampled() {
 		t.Inconclusive(fmt.Sprintf("Neither the large resource nor its first %d bytes came within 20 s while the tester acknowledged each packet %v after it arrived.", burstSample, burstDelay))
 	}
-	arr := rc.arrivals
-	kernel := len(arr) > 0 && arr[0].kernel
+	arr := rc.Arrivals
+	kernel := len(arr) > 0 && arr[0].Kernel
 	mds := 0
 	for _, a := range arr {
-		mds = max(mds, a.size)
+		mds = max(mds, a.Size)
 	}
 	iw := initialWindow(mds)
 	var bursts []int
@@ -1299,14 +1299,14 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	over, largest := 0, 0
 	cur := 0
 	for i, a := range arr {
-		if i > 0 && a.at.Sub(arr[i-1].at) >= 50*time.Microsecond {
+		if i > 0 && a.At.Sub(arr[i-1].At) >= 50*time.Microsecond {
 			bursts = append(bursts, cur)
 			cur = 0
 		}
 		if cur == 0 {
-			starts = append(starts, a.at)
+			starts = append(starts, a.At)
 		}
-		cur += a.size
+		cur += a.Size
 	}
 	bursts = append(bursts, cur)
 	var overList []string
@@ -1315,7 +1315,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 		if b > iw {
 			over++
 			if len(overList) < 8 {
-				overList = append(overList, fmt.Sprintf("%d B at +%v", b, starts[i].Sub(arr[0].at).Round(100*time.Microsecond)))
+				overList = append(overList, fmt.Sprintf("%d B at +%v", b, starts[i].Sub(arr[0].At).Round(100*time.Microsecond)))
 			}
 		}
 	}
@@ -1348,8 +1348,8 @@ func runRecBlackhole(ctx context.Context, t *T) {
 	rc.Receive(ctx, 2*time.Second, nil)
 	rc.Silent, rc.DropIn = false, nil
 	end := time.Now()
-	rc.ackOwed[2] = true
-	rc.flush()
+	rc.AckOwed[2] = true
+	rc.Flush()
 	_, err := rc.Await(ctx, req, 30*time.Second)
 	var first time.Time
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {

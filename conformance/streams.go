@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -16,21 +17,21 @@ func runStopSendingReset(ctx context.Context, t *T) {
 	const window = 32 << 10
 	rc, _ := t.fcClient(ctx, "stop-sending", func(tp *wire.TransportParameters) { tp.InitialMaxStreamDataBidiLocal = window })
 	req := rc.Request(t.profile.Target.LargePath)
-	if !rc.stallOn(ctx, func() bool { return rc.streamEnd(req.id) >= 10<<10 }) {
+	if !rc.stallOn(ctx, func() bool { return rc.streamEnd(req.ID) >= 10<<10 }) {
 		t.Inconclusive(fmt.Sprintf("The server did not send the first 10 KiB of %s within the settle window.", t.profile.Target.LargePath))
 	}
 	code := uint64(0x7)
-	if req.alpn == h3.ALPNH3 {
+	if req.ALPN == h3.ALPNH3 {
 		code = 0x10c // H3_REQUEST_CANCELLED
 	}
 	mark := t.mark()
-	ss := rc.Send1RTT([]wire.Frame{&wire.StopSendingFrame{StreamID: req.id, ErrorCode: code}}, shortOpts{})
+	ss := rc.Send1RTT([]wire.Frame{&wire.StopSendingFrame{StreamID: req.ID, ErrorCode: code}}, shortOpts{})
 	trig := events(Trigger, ss)
 	var reset *packet
 	var rs *wire.ResetStreamFrame
 	find := func() bool {
 		for _, fa := range framesOf[*wire.ResetStreamFrame](t.rec.snapshot(), rc.trace.id, mark, false) {
-			if f := fa.f.(*wire.ResetStreamFrame); f.StreamID == req.id {
+			if f := fa.f.(*wire.ResetStreamFrame); f.StreamID == req.ID {
 				reset, rs = fa.p, f
 				return true
 			}
@@ -43,7 +44,7 @@ func runStopSendingReset(ctx context.Context, t *T) {
 	rc.Receive(ctx, 3*t.PTO(), nil)
 	ps := t.rec.snapshot()
 	must, copyCode, noStream := t.sc.Requirements[0], t.sc.Requirements[1], t.sc.Requirements[2]
-	s := rc.stream(req.id)
+	s := rc.Stream(req.ID)
 	if reset == nil {
 		if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 			t.Check("reset", Inconclusive, must, fmt.Sprintf("The server closed the connection (%s) instead of resetting the stream.", closeCode(cl.closeFrame())), append(trig, events(Response, cl)...)...)
@@ -53,11 +54,11 @@ func runStopSendingReset(ctx context.Context, t *T) {
 			t.Check("reset", Inconclusive, must, "The server had already sent the whole response (FIN), so the stream had left the Send state.", trig...)
 			return
 		}
-		t.Fail("reset", must, fmt.Sprintf("The server sent no RESET_STREAM within %v of STOP_SENDING for stream %d, whose response was held in the Send state by flow control; answer STOP_SENDING with RESET_STREAM.", t.Settle().Round(time.Millisecond), req.id), trig...)
+		t.Fail("reset", must, fmt.Sprintf("The server sent no RESET_STREAM within %v of STOP_SENDING for stream %d, whose response was held in the Send state by flow control; answer STOP_SENDING with RESET_STREAM.", t.Settle().Round(time.Millisecond), req.ID), trig...)
 		return
 	}
 	t.Fact("stream.stop-sending-reset-code", fmt.Sprintf("0x%x", rs.ErrorCode))
-	t.Pass("reset", must, fmt.Sprintf("The server answered STOP_SENDING with RESET_STREAM for stream %d (final size %d).", req.id, rs.FinalSize), append(trig, events(Response, reset)...)...)
+	t.Pass("reset", must, fmt.Sprintf("The server answered STOP_SENDING with RESET_STREAM for stream %d (final size %d).", req.ID, rs.FinalSize), append(trig, events(Response, reset)...)...)
 	if rs.ErrorCode == code {
 		t.Pass("code", copyCode, fmt.Sprintf("The RESET_STREAM carries the STOP_SENDING error code 0x%x.", code), events(Response, reset)...)
 	} else {
@@ -70,13 +71,13 @@ func runStopSendingReset(ctx context.Context, t *T) {
 		for _, f := range p.frames {
 			switch f := f.(type) {
 			case *wire.StreamFrame:
-				if f.StreamID == req.id {
-					t.Fail("after-reset", noStream, fmt.Sprintf("The server sent a STREAM frame for stream %d in packet %d, after its RESET_STREAM in packet %d.", req.id, p.pn, reset.pn), events(Response, reset, p)...)
+				if f.StreamID == req.ID {
+					t.Fail("after-reset", noStream, fmt.Sprintf("The server sent a STREAM frame for stream %d in packet %d, after its RESET_STREAM in packet %d.", req.ID, p.pn, reset.pn), events(Response, reset, p)...)
 					return
 				}
 			case *wire.StreamDataBlockedFrame:
-				if f.StreamID == req.id {
-					t.Fail("after-reset", noStream, fmt.Sprintf("The server sent STREAM_DATA_BLOCKED for stream %d in packet %d, after its RESET_STREAM in packet %d.", req.id, p.pn, reset.pn), events(Response, reset, p)...)
+				if f.StreamID == req.ID {
+					t.Fail("after-reset", noStream, fmt.Sprintf("The server sent STREAM_DATA_BLOCKED for stream %d in packet %d, after its RESET_STREAM in packet %d.", req.ID, p.pn, reset.pn), events(Response, reset, p)...)
 					return
 				}
 			}
@@ -126,7 +127,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 		scanned = len(ps)
 		return raised
 	}
-	for uint64(len(reqs)) < total && ctx.Err() == nil && !rc.peerClosed {
+	for uint64(len(reqs)) < total && ctx.Err() == nil && !rc.PeerClosed {
 		for uint64(len(reqs)) < min(total, allowed) {
 			reqs = append(reqs, rc.Request(t.profile.SmallPath))
 		}
@@ -147,7 +148,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 	rc.awaitRequests(ctx, t.Settle(), reqs...)
 	done := 0
 	for _, r := range reqs {
-		if rc.responseDone(r) {
+		if rc.ResponseDone(r) {
 			done++
 		}
 	}
@@ -201,18 +202,18 @@ func findClientTransportParameters(stream []byte) ([]byte, bool) {
 // testerTP decodes the transport parameters the tester sent on one
 // connection, from the ClientHello in its Initial CRYPTO data.
 func testerTP(c connRecord) *wire.TransportParameters {
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	for _, p := range c.packets {
 		if !p.sent || p.space != 0 {
 			continue
 		}
 		for _, f := range p.frames {
 			if cf, ok := f.(*wire.CryptoFrame); ok {
-				buf.add(cf.Offset, cf.Data)
+				buf.Add(cf.Offset, cf.Data)
 			}
 		}
 	}
-	raw, ok := findClientTransportParameters(buf.contiguous())
+	raw, ok := findClientTransportParameters(buf.Contiguous())
 	if !ok {
 		return nil
 	}
@@ -354,7 +355,7 @@ var reqOrderedDelivery = rfc9000("2.2", Must, "Endpoints MUST be able to deliver
 // healthy sends a PING and reports whether the server acknowledged it
 // within a settle window without closing.
 func (rc *rawClient) healthy(ctx context.Context) bool {
-	if rc.peerClosed {
+	if rc.PeerClosed {
 		return false
 	}
 	p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
@@ -366,7 +367,7 @@ func (rc *rawClient) healthy(ctx context.Context) bool {
 		}
 		return false
 	}) != nil
-	return ok && !rc.peerClosed
+	return ok && !rc.PeerClosed
 }
 
 // reorderedRequest sends the small request as the frames split returns,
@@ -374,7 +375,7 @@ func (rc *rawClient) healthy(ctx context.Context) bool {
 // server reassembled and answered it (catalogue stream-fin-before-data).
 func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawRequest) []*wire.StreamFrame, what string) {
 	rc := t.rawHandshake(ctx)
-	req := rc.prepareRequest(0, t.profile.SmallPath)
+	req := rc.PrepareRequest(0, t.profile.SmallPath)
 	mark := t.mark()
 	var trig []*packet
 	for i, f := range split(req) {
@@ -435,8 +436,8 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 	reqs := make([]*rawRequest, 3)
 	var trig []*packet
 	for i, id := range []uint64{8, 0, 4} {
-		reqs[i] = rc.prepareRequest(id, t.profile.SmallPath)
-		trig = append(trig, rc.Send1RTT([]wire.Frame{reqs[i].frame}, shortOpts{}))
+		reqs[i] = rc.PrepareRequest(id, t.profile.SmallPath)
+		trig = append(trig, rc.Send1RTT([]wire.Frame{reqs[i].Frame}, shortOpts{}))
 		if i == 0 {
 			// Let stream 8 open alone before its lower neighbours speak.
 			rc.Receive(ctx, 20*time.Millisecond, nil)
@@ -454,10 +455,10 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
-	answered := func(req *rawRequest) bool { return rc.responseDone(req) }
+	answered := func(req *rawRequest) bool { return rc.ResponseDone(req) }
 	for _, i := range []int{1, 2} {
-		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].id); len(errs) > 0 && !answered(reqs[i]) {
-			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].id), evidence(events(Trigger, trig...), events(Response, errs...))...)
+		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].ID); len(errs) > 0 && !answered(reqs[i]) {
+			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].ID), evidence(events(Trigger, trig...), events(Response, errs...))...)
 			return
 		}
 	}
@@ -477,13 +478,13 @@ func runStreamOverlapDifferent(ctx context.Context, t *T) {
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The control request for %s failed: %v.", t.profile.SmallPath, err))
 	}
-	req := rc.prepareRequest(4, t.profile.SmallPath)
-	bad := append([]byte(nil), req.frame.Data[:3]...)
+	req := rc.PrepareRequest(4, t.profile.SmallPath)
+	bad := append([]byte(nil), req.Frame.Data[:3]...)
 	bad[2] ^= 0x0c // "GET" becomes "GEX"
 	mark := t.mark()
-	first := rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: req.id, Data: bad}}, shortOpts{})
+	first := rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: req.ID, Data: bad}}, shortOpts{})
 	sleep(ctx, 10*time.Millisecond)
-	second := rc.Send1RTT([]wire.Frame{req.frame}, shortOpts{})
+	second := rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
 	trig := events(Trigger, first, second)
 	rc.awaitRequests(ctx, t.Settle(), req)
 	ps := t.rec.snapshot()
@@ -492,13 +493,13 @@ func runStreamOverlapDifferent(ctx context.Context, t *T) {
 	case cl != nil:
 		cc := cl.closeFrame()
 		t.Fact("stream.overlap-reaction", "close "+closeCode(cc))
-		t.Observe("overlap", fmt.Sprintf("The server closed the connection with %s on overlapping bytes that differ (%q, then %q).", closeCode(cc), bad, req.frame.Data[:3]), append(trig, events(Response, cl)...)...)
+		t.Observe("overlap", fmt.Sprintf("The server closed the connection with %s on overlapping bytes that differ (%q, then %q).", closeCode(cc), bad, req.Frame.Data[:3]), append(trig, events(Response, cl)...)...)
 	case done && bytes.Equal(body, ref):
 		t.Fact("stream.overlap-reaction", "took the later bytes")
-		t.Observe("overlap", fmt.Sprintf("The server answered the request correctly: it took the later bytes %q over the first %q.", req.frame.Data[:3], bad), trig...)
+		t.Observe("overlap", fmt.Sprintf("The server answered the request correctly: it took the later bytes %q over the first %q.", req.Frame.Data[:3], bad), trig...)
 	default:
 		t.Fact("stream.overlap-reaction", "kept the first bytes")
-		errs := serverStreamErrors(ps, rc.trace.id, mark, req.id)
+		errs := serverStreamErrors(ps, rc.trace.id, mark, req.ID)
 		t.Observe("overlap", fmt.Sprintf("The server did not answer the request correctly (%d bytes, complete %v, %d stream errors): it kept the first bytes %q.", len(body), done, len(errs), bad), append(trig, events(Response, errs...)...)...)
 	}
 }
@@ -518,7 +519,7 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 	}
 	reqs := make([]*rawRequest, n)
 	for i := range reqs {
-		reqs[i] = rc.prepareRequest(clientBidi(uint64(i)+1), t.profile.SmallPath)
+		reqs[i] = rc.PrepareRequest(clientBidi(uint64(i)+1), t.profile.SmallPath)
 	}
 	mark := t.mark()
 	// Interleave the requests: first every request's first half, then
@@ -528,11 +529,11 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 		for i := 0; i < len(reqs); i += 2 {
 			var fs []wire.Frame
 			for _, r := range reqs[i:min(i+2, len(reqs))] {
-				d, mid := r.frame.Data, len(r.frame.Data)/2
+				d, mid := r.Frame.Data, len(r.Frame.Data)/2
 				if half == 0 {
-					fs = append(fs, &wire.StreamFrame{StreamID: r.id, Data: d[:mid]})
+					fs = append(fs, &wire.StreamFrame{StreamID: r.ID, Data: d[:mid]})
 				} else {
-					fs = append(fs, &wire.StreamFrame{StreamID: r.id, Offset: uint64(mid), Data: d[mid:], Fin: true})
+					fs = append(fs, &wire.StreamFrame{StreamID: r.ID, Offset: uint64(mid), Data: d[mid:], Fin: true})
 				}
 			}
 			trig = append(trig, rc.Send1RTT(fs, shortOpts{}))
@@ -559,9 +560,9 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 		body, done := rc.Body(req)
 		switch {
 		case !done:
-			stalled = append(stalled, req.id)
+			stalled = append(stalled, req.ID)
 		case !bytes.Equal(body, ref):
-			wrong = append(wrong, req.id)
+			wrong = append(wrong, req.ID)
 		}
 	}
 	switch {
@@ -617,7 +618,7 @@ func init() {
 		Requirements: []Requirement{reqOrderedDelivery},
 		Run: func(ctx context.Context, t *T) {
 			t.reorderedRequest(ctx, "fin-first", func(req *rawRequest) []*wire.StreamFrame {
-				f := req.frame
+				f := req.Frame
 				return []*wire.StreamFrame{
 					{StreamID: f.StreamID, Offset: uint64(len(f.Data)), Fin: true},
 					{StreamID: f.StreamID, Data: f.Data},
@@ -630,7 +631,7 @@ func init() {
 		Requirements: []Requirement{reqOrderedDelivery},
 		Run: func(ctx context.Context, t *T) {
 			t.reorderedRequest(ctx, "reversed", func(req *rawRequest) []*wire.StreamFrame {
-				f := req.frame
+				f := req.Frame
 				n := len(f.Data)
 				a, b := n/3, 2*n/3
 				return []*wire.StreamFrame{

@@ -169,7 +169,7 @@ const (
 func (c *connTrace) serverMessages(space int) [][]byte {
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
-	return tlsMessages(append([]byte(nil), c.cryptoIn[space].contiguous()...))
+	return tlsMessages(append([]byte(nil), c.cryptoIn[space].Contiguous()...))
 }
 
 func hasMessage(msgs [][]byte, typ byte) bool {

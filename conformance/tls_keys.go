@@ -48,7 +48,7 @@ func (t *T) helloExchange(ctx context.Context, label string, edit func(h *rawqui
 		t.Errorf("rewrite the ClientHello: %v", editErr)
 	}
 	mark := t.mark()
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	closed := func() bool {
 		for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 			if p.closeFrame() != nil || p.ev.PacketType == "stateless_reset" {
@@ -62,14 +62,14 @@ func (t *T) helloExchange(ctx context.Context, label string, edit func(h *rawqui
 		if closed() {
 			break
 		}
-		if rc.serverSCID == nil {
+		if rc.ServerSCID == nil {
 			// Nothing from the server yet: the first flight again.
-			pkt, _ := rc.longPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: 1200})
-			rc.send(pkt)
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: 1200})
+			rc.Send(pkt)
 			continue
 		}
-		pkt, _ := rc.longPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
-		rc.send(pkt)
+		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
+		rc.Send(pkt)
 	}
 	return rc, mark
 }
@@ -151,14 +151,14 @@ func ackedLaterPing(ps []*packet, conn, mark int) *packet {
 // next packets are sealed with the next generation under the flipped Key
 // Phase bit. It returns the keys it leaves.
 func (rc *rawClient) updateKeys() *protect.Keys {
-	old := rc.seal[2]
+	old := rc.Seal[2]
 	next, err := old.Next()
 	if err != nil {
 		rc.t.Errorf("derive the next 1-RTT keys: %v", err)
 	}
-	rc.seal[2] = next
-	rc.writePhase ^= 1
-	rc.writeGen++
+	rc.Seal[2] = next
+	rc.WritePhase ^= 1
+	rc.WriteGen++
 	return old
 }
 
@@ -187,9 +187,9 @@ func runKeyUpdateConsecutive(ctx context.Context, t *T) {
 	rc.updateKeys()
 	second := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	var later []*packet
-	for waited := time.Duration(0); waited < t.Settle() && !rc.peerClosed && ctx.Err() == nil; waited += t.PTO() {
-		rc.Receive(ctx, t.PTO(), func() bool { return rc.peerClosed })
-		if !rc.peerClosed {
+	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed && ctx.Err() == nil; waited += t.PTO() {
+		rc.Receive(ctx, t.PTO(), func() bool { return rc.PeerClosed })
+		if !rc.PeerClosed {
 			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
 		}
 	}
@@ -238,12 +238,12 @@ func runKeyUpdateBogusPhase(ctx context.Context, t *T) {
 	// header protection, so that the server reads the flipped Key Phase
 	// bit and the packet number but cannot open the payload with any key
 	// it has or could derive.
-	k := rc.seal[2]
+	k := rc.Seal[2]
 	bogus, err := protect.NewKeys(k.Version(), k.Suite(), randomBytes(len(k.Secret())))
 	if err != nil {
 		t.Errorf("random 1-RTT keys: %v", err)
 	}
-	phase := rc.writePhase
+	phase := rc.WritePhase
 	mark := t.mark()
 	var bad *packet
 	t.discardedPacket(ctx, rc, "discarded", req, "a packet with the Key Phase bit flipped that no key can open", func() *packet {
@@ -282,9 +282,9 @@ func runKeyUpdateOldKeysAfterNew(ctx context.Context, t *T) {
 	mark := t.mark()
 	stale := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{KeyPhase: true, Keys: old})
 	var later []*packet
-	for waited := time.Duration(0); waited < t.Settle() && !rc.peerClosed && ctx.Err() == nil; waited += t.PTO() {
-		rc.Receive(ctx, t.PTO(), func() bool { return rc.peerClosed })
-		if !rc.peerClosed {
+	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed && ctx.Err() == nil; waited += t.PTO() {
+		rc.Receive(ctx, t.PTO(), func() bool { return rc.PeerClosed })
+		if !rc.PeerClosed {
 			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
 		}
 	}
@@ -456,7 +456,7 @@ func runEarly1RTTNotProcessed(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
 	}
 	reqReq := t.sc.Requirements[0]
-	if p, what := earlyProcessed(ps, rc.trace.id, fin.at, early, req.id); p != nil {
+	if p, what := earlyProcessed(ps, rc.trace.id, fin.at, early, req.ID); p != nil {
 		t.Fail("not-processed", reqReq, fmt.Sprintf("While the tester held its Finished back (%v), the server %s: it processed a 1-RTT packet before the handshake was complete.", hold.Round(time.Millisecond), what),
 			evidence(events(Response, p), events(Context, fin))...)
 		return
@@ -513,16 +513,16 @@ func runInitialKeysDiscarded(ctx context.Context, t *T) {
 		// A Handshake packet the server must acknowledge, sent before the
 		// Finished so that the server is still mid-handshake.
 		m := t.mark()
-		pkt, pn := rc.longPacket(1, []wire.Frame{rc.ackFrame(1), &wire.PingFrame{}}, longOpts{})
-		hsPing = rc.lastSent()
-		rc.send(pkt)
+		pkt, pn := rc.LongPacket(1, []wire.Frame{rc.AckFrame(1), &wire.PingFrame{}}, longOpts{})
+		hsPing = rc.LastSent()
+		rc.Send(pkt)
 		if ack = rc.receiveUntil(ctx, t.Settle(), m, acks(1, pn)); ack == nil {
 			return
 		}
 		// Catalogue: one more Initial packet, a padded PING.
-		pkt, _ = rc.longPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
-		initPing = rc.lastSent()
-		rc.send(pkt)
+		pkt, _ = rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
+		initPing = rc.LastSent()
+		rc.Send(pkt)
 		rc.Receive(ctx, t.finishedHold(), nil)
 	}
 	err := rc.Handshake(ctx, 2*t.Settle()+2*time.Second)
@@ -575,8 +575,8 @@ func runCryptoExtendsOldLevel(ctx context.Context, t *T) {
 	// its body.
 	mark := t.mark()
 	extra := append([]byte{tlsFinished, 0, 0, 32}, randomBytes(16)...)
-	pkt, _ := rc.longPacket(0, []wire.Frame{rc.ackFrame(0), &wire.CryptoFrame{Offset: rc.cryptoOff[0], Data: extra}}, longOpts{PadTo: 1200})
-	rc.send(pkt)
+	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.CryptoFrame{Offset: rc.CryptoOff[0], Data: extra}}, longOpts{PadTo: 1200})
+	rc.Send(pkt)
 	done := t.finishAfterOffence(ctx, rc, mark)
 	t.judgeProvoked(rc.trace, done, mark, Expectation{Check: "close", Req: t.sc.Requirements[1], Codes: transportCodes(wire.ProtocolViolation),
 		Describe: "Initial CRYPTO data past the end of the ClientHello, sent after the server's Handshake flight"})
@@ -591,16 +591,16 @@ func (t *T) finishAfterOffence(ctx context.Context, rc *rawClient, mark int) boo
 	closed := func() bool { return firstClose(received(t.rec.snapshot(), rc.trace.id, mark)) != nil }
 	rc.Receive(ctx, t.Settle(), closed)
 	if closed() {
-		return rc.confirmed
+		return rc.Confirmed
 	}
 	rc.Silent = false
-	rc.flush()
-	rc.Receive(ctx, t.Settle(), func() bool { return rc.confirmed || closed() })
-	for waited := time.Duration(0); waited < t.Settle() && rc.confirmed && !closed() && ctx.Err() == nil; waited += t.PTO() {
+	rc.Flush()
+	rc.Receive(ctx, t.Settle(), func() bool { return rc.Confirmed || closed() })
+	for waited := time.Duration(0); waited < t.Settle() && rc.Confirmed && !closed() && ctx.Err() == nil; waited += t.PTO() {
 		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 		rc.Receive(ctx, t.PTO(), closed)
 	}
-	return rc.confirmed
+	return rc.Confirmed
 }
 
 func runTrailingCryptoData(ctx context.Context, t *T) {
@@ -613,7 +613,7 @@ func runTrailingCryptoData(ctx context.Context, t *T) {
 	rc.ClientHello(ctx)
 	mark := t.mark()
 	rc.Silent = true
-	rc.sendClientHello(ctx, 1200)
+	rc.SendClientHello(ctx, 1200)
 	req := t.sc.Requirements[0]
 	done := t.finishAfterOffence(ctx, rc, mark)
 	if cl := firstClose(received(t.rec.snapshot(), rc.trace.id, mark)); cl != nil {
@@ -784,7 +784,7 @@ func isHelloRetryRequest(m []byte) bool {
 // connection and whether the first ServerHello was a HelloRetryRequest.
 func helloRetryInInitial(c *connTrace) (hrr bool, serverHellos int) {
 	c.r.mu.Lock()
-	msgs := tlsMessages(append([]byte(nil), c.cryptoIn[0].contiguous()...))
+	msgs := tlsMessages(append([]byte(nil), c.cryptoIn[0].Contiguous()...))
 	c.r.mu.Unlock()
 	for _, m := range msgs {
 		if m[0] == tlsServerHello {
@@ -875,16 +875,16 @@ func (t *T) dialEarly(ctx context.Context, label string, cache *ticketCache, alp
 	rc := t.newRaw(ctx, rawOptions{Label: label, ALPN: alpns, Sessions: cache})
 	e.rc = rc
 	rc.FirstFlight = func() {
-		rc.sendClientHello(ctx, 1200)
-		if rc.seal0RTT == nil {
+		rc.SendClientHello(ctx, 1200)
+		if rc.Seal0RTT == nil {
 			return
 		}
 		req, r := rc.inlineRequest(reqALPN, t.profile.SmallPath)
 		e.req = r
 		frames := append([]wire.Frame{&wire.PingFrame{}}, req...)
-		pkt, _ := rc.longPacket(2, frames, longOpts{Type: wire.PacketType0RTT, Keys: rc.seal0RTT})
-		rc.send(pkt)
-		e.sent = append(e.sent, rc.lastSent())
+		pkt, _ := rc.LongPacket(2, frames, longOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
+		rc.Send(pkt)
+		e.sent = append(e.sent, rc.LastSent())
 	}
 	e.err = rc.Handshake(ctx, t.Settle()+time.Second)
 	return e
@@ -929,7 +929,7 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 		tickets[a.ticketALPN] = cache
 		e := t.dialEarly(ctx, fmt.Sprintf("ticket %s, offering %v", a.ticketALPN, a.offer), cache, a.offer, a.ticketALPN)
 		offered += len(e.sent)
-		if len(e.sent) > 0 && e.rc.earlyRejected {
+		if len(e.sent) > 0 && e.rc.EarlyRejected {
 			rej = e
 			break
 		}
@@ -943,7 +943,7 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 		for i := 0; i < 2 && rej == nil && ctx.Err() == nil; i++ {
 			e := t.dialEarly(ctx, fmt.Sprintf("ticket replay %d", i+1), cache, []string{alpn}, alpn)
 			offered += len(e.sent)
-			if len(e.sent) > 0 && e.rc.earlyRejected {
+			if len(e.sent) > 0 && e.rc.EarlyRejected {
 				rej = e
 			}
 		}
@@ -963,7 +963,7 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	}
 	rc.Receive(ctx, t.Settle(), nil)
-	answered := rej.req != nil && rc.stream(rej.req.id) != nil
+	answered := rej.req != nil && rc.Stream(rej.req.ID) != nil
 	r := judgeRejected0RTT(t.rec.snapshot(), rc.trace.id, rej.sent, answered)
 	req := t.sc.Requirements[0]
 	trig := events(Trigger, rej.sent...)
@@ -987,7 +987,7 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	for i := 0; i < 2 && ctx.Err() == nil; i++ {
 		cache := t.rawTicket(ctx, alpn)
 		e = t.dialEarly(ctx, fmt.Sprintf("0-RTT (try %d)", i+1), cache, []string{alpn}, alpn)
-		if len(e.sent) > 0 && !e.rc.earlyRejected && e.err == nil {
+		if len(e.sent) > 0 && !e.rc.EarlyRejected && e.err == nil {
 			break
 		}
 	}
@@ -995,7 +995,7 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	switch {
 	case len(e.sent) == 0:
 		t.Inconclusive("The tester's ClientHello offered no early data, so it sent no 0-RTT packet.")
-	case rc.earlyRejected:
+	case rc.EarlyRejected:
 		t.Inconclusive("The server rejected early data, so it never used 0-RTT keys.")
 	case e.err != nil:
 		t.Inconclusive(fmt.Sprintf("The resumed handshake did not complete: %v.", e.err))
@@ -1012,9 +1012,9 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	}
 	wait := 4 * t.PTO()
 	rc.Receive(ctx, time.Until(first.at.Add(wait)), nil)
-	pkt, late := rc.longPacket(2, []wire.Frame{&wire.PingFrame{}}, longOpts{Type: wire.PacketType0RTT, Keys: rc.seal0RTT})
-	rc.send(pkt)
-	latePkt := rc.lastSent()
+	pkt, late := rc.LongPacket(2, []wire.Frame{&wire.PingFrame{}}, longOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
+	rc.Send(pkt)
+	latePkt := rc.LastSent()
 	after := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
 	rc.Receive(ctx, t.Settle(), func() bool { return ackedBy(t.rec.snapshot(), rc.trace.id, 2, after.pn) != nil })
 	rc.Receive(ctx, t.PTO(), nil)
@@ -1298,9 +1298,9 @@ func runTLSHandshakeKeysDiscarded(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	rc.Receive(ctx, t.PTO(), nil)
 	mark := len(t.rec.snapshot())
-	pkt, pn := rc.longPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
-	trig := rc.lastSent()
-	rc.send(pkt)
+	pkt, pn := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
+	trig := rc.LastSent()
+	rc.Send(pkt)
 	rc.Receive(ctx, t.Settle(), nil)
 	req := t.sc.Requirements[0]
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
@@ -1323,17 +1323,17 @@ func (t *T) noServerTLSMessage(ctx context.Context, typ byte, name string) {
 	c := t.mustDial(ctx, DialOptions{})
 	t.fetchSmall(ctx, c)
 	t.rec.wait(ctx, t.PTO(), nil)
-	var buf cryptoBuffer
+	var buf rawquic.CryptoBuffer
 	var last *packet
 	for _, p := range received(t.rec.snapshot(), c.ID(), 0) {
 		for _, f := range p.frames {
 			if cf, ok := f.(*wire.CryptoFrame); ok && p.space == 2 {
-				buf.add(cf.Offset, cf.Data)
+				buf.Add(cf.Offset, cf.Data)
 				last = p
 			}
 		}
 	}
-	msgs := tlsMessages(buf.contiguous())
+	msgs := tlsMessages(buf.Contiguous())
 	for _, m := range msgs {
 		if m[0] == typ {
 			t.Fail("absent", t.sc.Requirements[0], fmt.Sprintf("The server sent a TLS %s message in its 1-RTT CRYPTO data.", name), events(Response, last)...)

@@ -91,8 +91,8 @@ func runVNNoReplyToVN(ctx context.Context, t *T) {
 	for i := 0; i < 300; i++ {
 		versions = append(versions, wire.Version(0x0a0a0a0a+uint32(i)<<4))
 	}
-	pkt := wire.AppendVersionNegotiation(nil, 0xc0, rc.dcid, rc.scid, versions...)
-	rc.send(pkt)
+	pkt := wire.AppendVersionNegotiation(nil, 0xc0, rc.DCID, rc.SCID, versions...)
+	rc.Send(pkt)
 	trig := rc.trace.recordHeaderOnly(time.Now(), pkt, len(pkt))
 	trig.sent, trig.ev.Direction = true, "sent"
 	rc.Receive(ctx, t.Settle(), nil)
