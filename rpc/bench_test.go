@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkUnary measures one unary call of 581 bytes (the echo of
-// 'quiver bench rpc', protobuf codec) per transport at concurrency 1 and
-// 64, client and server in this process. Run with -benchmem: allocations
+// 'quiver bench rpc', protobuf codec) per transport at concurrency 1, 64 and
+// 512, client and server in this process. Run with -benchmem: allocations
 // and bytes per call count both ends and are steady even on a loaded
 // machine, unlike the time.
 //
@@ -25,7 +25,7 @@ func BenchmarkUnary(b *testing.B) {
 		default:
 			continue
 		}
-		for _, conc := range []int{1, 64} {
+		for _, conc := range []int{1, 64, 512} {
 			b.Run(fmt.Sprintf("%s/conc=%d", k.name, conc), func(b *testing.B) {
 				srv := NewServer()
 				Register(srv, "Bench.Echo", func(ctx context.Context, r *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {

@@ -346,15 +346,14 @@ type duplexBody struct {
 }
 
 func (b *duplexBody) Read(p []byte) (int, error) {
-	if len(b.head) > 0 {
+	if len(b.head)+len(b.payload) > 0 {
+		// Length and payload in one read, so that they go out as one
+		// DATA frame in one stream write.
 		n := copy(p, b.head)
 		b.head = b.head[n:]
-		return n, nil
-	}
-	if len(b.payload) > 0 {
-		n := copy(p, b.payload)
-		b.payload = b.payload[n:]
-		return n, nil
+		m := copy(p[n:], b.payload)
+		b.payload = b.payload[m:]
+		return n + m, nil
 	}
 	select {
 	case <-b.done:
