@@ -140,7 +140,7 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req.Payload, err = io.ReadAll(io.LimitReader(r.Body, int64(hh.max)+1))
 	}
-	w.Header().Set("Content-Type", httpContentType)
+	w.Header()["Content-Type"] = valueContentType
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	if streamed && flusher != nil {
@@ -178,6 +178,26 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		end = appendMessage(end, 0, held)
 	}
 	w.Write(appendEnd(end, 0, st))
+}
+
+// Shared header values. Neither net/http nor h3 changes a value slice in
+// place (Header.Add appends to a slice of capacity one, so it copies).
+var (
+	valueOne         = []string{"1"}
+	valueContentType = []string{httpContentType}
+	valueJSON        = []string{JSON.Name()}
+	valueProto       = []string{Proto.Name()}
+)
+
+// headerValue returns v as a header value, shared when v is a codec name.
+func headerValue(v string) []string {
+	switch v {
+	case JSON.Name():
+		return valueJSON
+	case Proto.Name():
+		return valueProto
+	}
+	return []string{v}
 }
 
 type stringAddr string
@@ -291,22 +311,25 @@ func (t *httpTransport) roundTrip(ctx context.Context, req *Request, stream io.R
 	if err != nil {
 		return nil, Errorf(Internal, "build request: %v", err)
 	}
+	// The header's names are canonical already and its fixed values are
+	// shared slices (headerValue): Header.Set allocated a slice for each,
+	// five per call.
 	if stream != nil {
 		hr.ContentLength = -1
-		hr.Header.Set(hdrStream, "1")
+		hr.Header[hdrStream] = valueOne
 	} else if !t.duplex {
 		hr.ContentLength = int64(len(req.Payload))
 	}
-	hr.Header.Set("Content-Type", httpContentType)
-	hr.Header.Set(hdrCodec, req.Codec)
+	hr.Header["Content-Type"] = valueContentType
+	hr.Header[hdrCodec] = headerValue(req.Codec)
 	if req.Timeout > 0 {
 		hr.Header.Set(hdrTimeout, strconv.FormatInt(int64(req.Timeout/time.Microsecond), 10))
 	}
 	if req.Idempotent {
-		hr.Header.Set(hdrIdempotent, "1")
+		hr.Header[hdrIdempotent] = valueOne
 	}
 	if t.duplex && stream == nil {
-		hr.Header.Set(hdrDuplex, "1")
+		hr.Header[hdrDuplex] = valueOne
 	}
 	for k, vs := range req.Metadata {
 		for _, v := range vs {
