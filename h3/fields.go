@@ -50,45 +50,58 @@ func fieldList(pseudo []qpack.HeaderField, h http.Header, skip func(name string)
 	return fields
 }
 
-// lowerNames caches the lower-case form of header names seen: strings.ToLower
-// allocated for every capitalized name of every message, a sixteenth of an
-// HTTP/3 RPC's allocations (docs/highway.md). The cache is bounded, so names
-// that change from message to message cannot grow it without end.
-var lowerNames struct {
-	sync.RWMutex
-	m map[string]string
+// nameCache maps header names to another form of them (lower case,
+// canonical): strings.ToLower and http.CanonicalHeaderKey allocated for
+// every field of every message, a tenth of an HTTP/3 RPC's allocations
+// (docs/highway.md). It is bounded, so names that change from message to
+// message cannot grow it without end; past the bound they are converted
+// each time.
+type nameCache struct {
+	mu sync.RWMutex
+	m  map[string]string
 }
 
-const maxLowerNames = 512
+const maxCachedNames = 512
 
+var lowerNames, canonicalNames nameCache
+
+func (c *nameCache) get(k string, convert func(string) string) string {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = convert(k)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]string)
+	}
+	if len(c.m) < maxCachedNames {
+		c.m[k] = v
+	}
+	c.mu.Unlock()
+	return v
+}
+
+func (c *nameCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
+// lowerName returns k in lower case.
 func lowerName(k string) string {
-	lower := true
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; 'A' <= c && c <= 'Z' {
-			lower = false
-			break
+			return lowerNames.get(k, strings.ToLower)
 		}
 	}
-	if lower {
-		return k
-	}
-	lowerNames.RLock()
-	name, ok := lowerNames.m[k]
-	lowerNames.RUnlock()
-	if ok {
-		return name
-	}
-	name = strings.ToLower(k)
-	lowerNames.Lock()
-	if lowerNames.m == nil {
-		lowerNames.m = make(map[string]string)
-	}
-	if len(lowerNames.m) < maxLowerNames {
-		lowerNames.m[k] = name
-	}
-	lowerNames.Unlock()
-	return name
+	return k
 }
+
+// canonicalName returns http.CanonicalHeaderKey(k).
+func canonicalName(k string) string { return canonicalNames.get(k, http.CanonicalHeaderKey) }
 
 // encodeFieldSection QPACK-encodes fieldList(pseudo, h, skip) for stream.
 func (s *session) encodeFieldSection(stream int64, pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []byte {
@@ -166,7 +179,7 @@ func addRegularField(h http.Header, f qpack.HeaderField) error {
 	if f.Name == "te" && f.Value != "trailers" {
 		return malformed(`te: %q; RFC 9114 §4.2: TE "MUST NOT contain any value other than "trailers""`, f.Value)
 	}
-	h.Add(http.CanonicalHeaderKey(f.Name), f.Value)
+	h.Add(canonicalName(f.Name), f.Value)
 	return nil
 }
 

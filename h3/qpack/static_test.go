@@ -1,6 +1,11 @@
 package qpack
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"golang.org/x/net/http2/hpack"
+)
 
 // TestStaticMatch checks the map lookup against a scan of the table: the
 // exact index is the first entry with the field's name and value, the
@@ -33,3 +38,34 @@ func TestStaticMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestHuffmanCache checks that strings coded through the caches read back
+// the same as without them, the second time (from the caches) as the
+// first, and that the caches stay bounded however many strings pass.
+func TestHuffmanCache(t *testing.T) {
+	for i := range 3 * maxCachedStrings {
+		s := fmt.Sprintf("/rpc/Service.Method%d", i%(2*maxCachedStrings))
+		if i%7 == 0 {
+			s = fmt.Sprintf("%%%d~", i) // longer in Huffman code
+		}
+		b := appendString(nil, 7, 0, s)
+		got, rest, err := readString(b, 7, 1<<10)
+		if err != nil || got != s || len(rest) != 0 {
+			t.Fatalf("%q coded %x read back as %q, %d bytes left, %v", s, b, got, len(rest), err)
+		}
+		if want := plainString(s); (b[0]&0x80 != 0) != (len(want) < len(s)) {
+			t.Fatalf("%q: Huffman flag %v, but its code has %d bytes", s, b[0]&0x80 != 0, len(want))
+		}
+	}
+	for _, c := range []*stringCache{&huffmanDecoded, &huffmanEncoded} {
+		c.mu.RLock()
+		n := len(c.m)
+		c.mu.RUnlock()
+		if n > maxCachedStrings {
+			t.Errorf("a cache holds %d strings, over its bound of %d", n, maxCachedStrings)
+		}
+	}
+}
+
+// plainString is s's Huffman code, coded without the caches.
+func plainString(s string) []byte { return hpack.AppendHuffmanString(nil, s) }
