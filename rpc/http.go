@@ -99,8 +99,9 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		q := newCallQueue()
 		req.Recv = q.recvFunc(ctx, hh.max)
-		br := bufio.NewReaderSize(r.Body, streamReadBuffer)
+		br := getReader(r.Body)
 		go func() {
+			defer putReader(br)
 			for {
 				f, err := readFrame(br, hh.max+frameOverhead)
 				if err == io.EOF {
@@ -358,7 +359,7 @@ func (t *httpTransport) roundTrip(ctx context.Context, req *Request, stream io.R
 		}
 		return nil, Errorf(Internal, "%s: HTTP status %s", t.name, resp.Status)
 	}
-	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: bufio.NewReaderSize(resp.Body, streamReadBuffer), done: done}, nil
+	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: getReader(resp.Body), done: done}, nil
 }
 
 // duplexBody is a request body that stays open until the call ends.
@@ -392,7 +393,7 @@ type httpStream struct {
 	name     string
 	ctx      context.Context
 	resp     *http.Response
-	br       *bufio.Reader
+	br       *bufio.Reader // nil once the answer ended (Recv gives it back)
 	done     chan struct{}
 	pw       *io.PipeWriter // request body of a stream call
 	finished bool
@@ -400,10 +401,14 @@ type httpStream struct {
 }
 
 func (s *httpStream) Recv() ([]byte, error) {
-	if s.finished {
+	if s.finished || s.br == nil {
 		return nil, io.EOF
 	}
 	f, err := readFrame(s.br, DefaultMaxMessageSize*16+httpFrameMaxPlus)
+	if err != nil || f.typ != frameMessage {
+		putReader(s.br)
+		s.br = nil
+	}
 	if err != nil {
 		s.Close()
 		if s.ctx.Err() != nil {
