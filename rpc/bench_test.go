@@ -8,13 +8,16 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/quiver-quic/quiver/quic"
 )
 
 // BenchmarkUnary measures one unary call of 581 bytes (the echo of
 // 'quiver bench rpc', protobuf codec) per transport at concurrency 1, 64 and
 // 512, client and server in this process. Run with -benchmem: allocations
 // and bytes per call count both ends and are steady even on a loaded
-// machine, unlike the time.
+// machine, unlike the time; datagrams/op (both directions) too, for the
+// QUIC transports.
 //
 //	go test ./rpc -run '^$' -bench Unary -benchmem
 func BenchmarkUnary(b *testing.B) {
@@ -34,7 +37,26 @@ func BenchmarkUnary(b *testing.B) {
 				l := k.listen(b, "")
 				served := make(chan error, 1)
 				go func() { served <- srv.Serve(l) }()
-				c := NewClient(k.dial(l.Addr()), WithCodec(Proto))
+				tr := k.dial(l.Addr())
+				c := NewClient(tr, WithCodec(Proto))
+				// datagrams counts both directions at the client of the
+				// QUIC transports.
+				datagrams := func() uint64 {
+					var qc *quic.Conn
+					switch t := tr.(type) {
+					case *quicTransport:
+						qc = t.conn
+					case *httpTransport:
+						if rt, ok := t.rt.(*h3RoundTripper); ok {
+							qc = rt.qc
+						}
+					}
+					if qc == nil {
+						return 0
+					}
+					st := qc.Stats()
+					return st.DatagramsSent + st.DatagramsReceived
+				}
 				defer func() {
 					c.Close()
 					srv.Close()
@@ -55,6 +77,7 @@ func BenchmarkUnary(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
+				d0 := datagrams()
 				b.ResetTimer()
 				var next atomic.Int64
 				var wg sync.WaitGroup
@@ -73,6 +96,9 @@ func BenchmarkUnary(b *testing.B) {
 				}
 				wg.Wait()
 				b.StopTimer()
+				if d := datagrams(); d > 0 {
+					b.ReportMetric(float64(d-d0)/float64(b.N), "datagrams/op")
+				}
 				if err, _ := fail.Load().(error); err != nil {
 					b.Fatal(err)
 				}
