@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/quiver-quic/quiver/h3/qpack"
 )
@@ -68,13 +69,39 @@ type bodyReader struct {
 	contentLength int64  // declared, or -1
 	n             int64  // content bytes read so far
 	trailer       http.Header
-	err           error // sticky; io.EOF after a complete message
+	// err is sticky; io.EOF after a complete message. mu guards it: a
+	// handler may leave a goroutine reading the body after it returned
+	// (the RPC's cancel watch), while ServeConn checks err to finish the
+	// stream.
+	mu  sync.Mutex
+	err error
+}
+
+func (b *bodyReader) getErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+func (b *bodyReader) setErr(err error) {
+	b.mu.Lock()
+	b.err = err
+	b.mu.Unlock()
+}
+
+// closeRead makes later Reads fail with err unless the body already ended.
+func (b *bodyReader) closeRead(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
 }
 
 // Read implements io.Reader.
 func (b *bodyReader) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
+	if err := b.getErr(); err != nil {
+		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -151,7 +178,7 @@ func (b *bodyReader) finish() error {
 	if b.contentLength >= 0 && b.n != b.contentLength {
 		return b.fail(b.lengthMismatch(b.n))
 	}
-	b.err = io.EOF
+	b.setErr(io.EOF)
 	return io.EOF
 }
 
@@ -172,9 +199,9 @@ func (b *bodyReader) fail(err error) error {
 	} else if serr := b.s.Err(); serr != nil {
 		err = serr
 	}
-	b.err = err
+	b.setErr(err)
 	return err
 }
 
 // done reports whether the whole body was read.
-func (b *bodyReader) done() bool { return b.err == io.EOF }
+func (b *bodyReader) done() bool { return b.getErr() == io.EOF }

@@ -337,9 +337,9 @@ func (b *clientBody) release() {
 // Close releases the stream; before EOF it cancels the rest of the
 // response with H3_REQUEST_CANCELLED.
 func (b *clientBody) Close() error {
-	if b.r.err == nil {
+	if b.r.getErr() == nil {
 		b.st.StopSending(uint64(ErrCodeRequestCancelled))
-		b.r.err = errors.New("h3: read on closed response body")
+		b.r.closeRead(errors.New("h3: read on closed response body"))
 	}
 	b.release()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/quiver-quic/quiver/h3/qpack"
 )
@@ -30,7 +31,7 @@ var connectionSpecific = map[string]bool{
 func fieldList(pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []qpack.HeaderField {
 	fields := append([]qpack.HeaderField(nil), pseudo...)
 	for k, vs := range h {
-		name := strings.ToLower(k)
+		name := lowerName(k)
 		// RFC 9114 §4.2: "Characters in field names MUST be converted to
 		// lowercase prior to their encoding."
 		if connectionSpecific[name] || (skip != nil && skip(name)) {
@@ -48,6 +49,59 @@ func fieldList(pseudo []qpack.HeaderField, h http.Header, skip func(name string)
 	}
 	return fields
 }
+
+// nameCache maps header names to another form of them (lower case,
+// canonical): strings.ToLower and http.CanonicalHeaderKey allocated for
+// every field of every message, a tenth of an HTTP/3 RPC's allocations
+// (docs/highway.md). It is bounded, so names that change from message to
+// message cannot grow it without end; past the bound they are converted
+// each time.
+type nameCache struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+const maxCachedNames = 512
+
+var lowerNames, canonicalNames nameCache
+
+func (c *nameCache) get(k string, convert func(string) string) string {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = convert(k)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]string)
+	}
+	if len(c.m) < maxCachedNames {
+		c.m[k] = v
+	}
+	c.mu.Unlock()
+	return v
+}
+
+func (c *nameCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
+// lowerName returns k in lower case.
+func lowerName(k string) string {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; 'A' <= c && c <= 'Z' {
+			return lowerNames.get(k, strings.ToLower)
+		}
+	}
+	return k
+}
+
+// canonicalName returns http.CanonicalHeaderKey(k).
+func canonicalName(k string) string { return canonicalNames.get(k, http.CanonicalHeaderKey) }
 
 // encodeFieldSection QPACK-encodes fieldList(pseudo, h, skip) for stream.
 func (s *session) encodeFieldSection(stream int64, pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []byte {
@@ -125,7 +179,7 @@ func addRegularField(h http.Header, f qpack.HeaderField) error {
 	if f.Name == "te" && f.Value != "trailers" {
 		return malformed(`te: %q; RFC 9114 §4.2: TE "MUST NOT contain any value other than "trailers""`, f.Value)
 	}
-	h.Add(http.CanonicalHeaderKey(f.Name), f.Value)
+	h.Add(canonicalName(f.Name), f.Value)
 	return nil
 }
 

@@ -13,8 +13,10 @@ import (
 // streamReadBuffer is the bufio buffer of a request stream's frame reader,
 // on either side. Reads as large as it bypass it, so bulk bodies lose
 // nothing by its being small; a request of a few hundred bytes (an RPC)
-// allocated and zeroed 16 KiB at each end when it was 16 KiB.
-const streamReadBuffer = 4 << 10
+// allocated and zeroed 16 KiB at each end when it was 16 KiB, and 4 KiB
+// was still a fifth of an HTTP/3 RPC's bytes (docs/highway.md). 1 KiB holds
+// an RPC's HEADERS and DATA frames.
+const streamReadBuffer = 1 << 10
 
 type frameReader struct {
 	r *bufio.Reader

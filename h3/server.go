@@ -196,7 +196,7 @@ func (sc *serverConn) serveStream(st Stream) {
 	} else {
 		st.Reset(uint64(ErrCodeInternalError))
 	}
-	if body.err == nil || body.err == http.ErrBodyReadAfterClose {
+	if err := body.getErr(); err == nil || err == http.ErrBodyReadAfterClose {
 		// RFC 9114 §4.1: "A server can send a complete response prior to
 		// the client sending an entire request ... the server MAY request
 		// that the client abort sending a request without error by
@@ -309,8 +309,6 @@ type serverBody struct{ b *bodyReader }
 func (sb serverBody) Read(p []byte) (int, error) { return sb.b.Read(p) }
 
 func (sb serverBody) Close() error {
-	if sb.b.err == nil {
-		sb.b.err = http.ErrBodyReadAfterClose
-	}
+	sb.b.closeRead(http.ErrBodyReadAfterClose)
 	return nil
 }

@@ -78,6 +78,13 @@ func appendRequest(b []byte, id uint64, r *Request) []byte {
 	if r.Stream {
 		flags |= flagStream
 	}
+	size := 40 + len(r.Method) + len(r.Codec) + len(r.Payload)
+	for k, vs := range r.Metadata {
+		for _, v := range vs {
+			size += 20 + len(k) + len(v)
+		}
+	}
+	b = grow(b, size)
 	b, start := beginFrame(b, frameRequest, flags, id)
 	b = appendString(b, r.Method)
 	b = appendString(b, r.Codec)
@@ -97,17 +104,28 @@ func appendRequest(b []byte, id uint64, r *Request) []byte {
 	return endFrame(b, start)
 }
 
+// grow makes room for n more bytes in one allocation: frames built by
+// append grew their buffer two or three times each (docs/highway.md).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return append(make([]byte, 0, len(b)+n), b...)
+}
+
 func appendMessage(b []byte, id uint64, payload []byte) []byte {
+	b = grow(b, 16+len(payload))
 	b, start := beginFrame(b, frameMessage, 0, id)
 	b = append(b, payload...)
 	return endFrame(b, start)
 }
 
 func appendEnd(b []byte, id uint64, st *Status) []byte {
-	b, start := beginFrame(b, frameEnd, 0, id)
 	if st == nil {
 		st = &Status{}
 	}
+	b = grow(b, 32+len(st.Message))
+	b, start := beginFrame(b, frameEnd, 0, id)
 	b = binary.AppendUvarint(b, uint64(st.Code))
 	b = appendString(b, st.Message)
 	return endFrame(b, start)

@@ -99,8 +99,9 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		q := newCallQueue()
 		req.Recv = q.recvFunc(ctx, hh.max)
-		br := bufio.NewReaderSize(r.Body, streamReadBuffer)
+		br := getReader(r.Body)
 		go func() {
+			defer putReader(br)
 			for {
 				f, err := readFrame(br, hh.max+frameOverhead)
 				if err == io.EOF {
@@ -140,7 +141,7 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req.Payload, err = io.ReadAll(io.LimitReader(r.Body, int64(hh.max)+1))
 	}
-	w.Header().Set("Content-Type", httpContentType)
+	w.Header()["Content-Type"] = valueContentType
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	if streamed && flusher != nil {
@@ -178,6 +179,26 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		end = appendMessage(end, 0, held)
 	}
 	w.Write(appendEnd(end, 0, st))
+}
+
+// Shared header values. Neither net/http nor h3 changes a value slice in
+// place (Header.Add appends to a slice of capacity one, so it copies).
+var (
+	valueOne         = []string{"1"}
+	valueContentType = []string{httpContentType}
+	valueJSON        = []string{JSON.Name()}
+	valueProto       = []string{Proto.Name()}
+)
+
+// headerValue returns v as a header value, shared when v is a codec name.
+func headerValue(v string) []string {
+	switch v {
+	case JSON.Name():
+		return valueJSON
+	case Proto.Name():
+		return valueProto
+	}
+	return []string{v}
 }
 
 type stringAddr string
@@ -291,22 +312,25 @@ func (t *httpTransport) roundTrip(ctx context.Context, req *Request, stream io.R
 	if err != nil {
 		return nil, Errorf(Internal, "build request: %v", err)
 	}
+	// The header's names are canonical already and its fixed values are
+	// shared slices (headerValue): Header.Set allocated a slice for each,
+	// five per call.
 	if stream != nil {
 		hr.ContentLength = -1
-		hr.Header.Set(hdrStream, "1")
+		hr.Header[hdrStream] = valueOne
 	} else if !t.duplex {
 		hr.ContentLength = int64(len(req.Payload))
 	}
-	hr.Header.Set("Content-Type", httpContentType)
-	hr.Header.Set(hdrCodec, req.Codec)
+	hr.Header["Content-Type"] = valueContentType
+	hr.Header[hdrCodec] = headerValue(req.Codec)
 	if req.Timeout > 0 {
 		hr.Header.Set(hdrTimeout, strconv.FormatInt(int64(req.Timeout/time.Microsecond), 10))
 	}
 	if req.Idempotent {
-		hr.Header.Set(hdrIdempotent, "1")
+		hr.Header[hdrIdempotent] = valueOne
 	}
 	if t.duplex && stream == nil {
-		hr.Header.Set(hdrDuplex, "1")
+		hr.Header[hdrDuplex] = valueOne
 	}
 	for k, vs := range req.Metadata {
 		for _, v := range vs {
@@ -335,7 +359,7 @@ func (t *httpTransport) roundTrip(ctx context.Context, req *Request, stream io.R
 		}
 		return nil, Errorf(Internal, "%s: HTTP status %s", t.name, resp.Status)
 	}
-	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: bufio.NewReaderSize(resp.Body, streamReadBuffer), done: done}, nil
+	return &httpStream{name: t.name, ctx: ctx, resp: resp, br: getReader(resp.Body), done: done}, nil
 }
 
 // duplexBody is a request body that stays open until the call ends.
@@ -346,15 +370,14 @@ type duplexBody struct {
 }
 
 func (b *duplexBody) Read(p []byte) (int, error) {
-	if len(b.head) > 0 {
+	if len(b.head)+len(b.payload) > 0 {
+		// Length and payload in one read, so that they go out as one
+		// DATA frame in one stream write.
 		n := copy(p, b.head)
 		b.head = b.head[n:]
-		return n, nil
-	}
-	if len(b.payload) > 0 {
-		n := copy(p, b.payload)
-		b.payload = b.payload[n:]
-		return n, nil
+		m := copy(p[n:], b.payload)
+		b.payload = b.payload[m:]
+		return n + m, nil
 	}
 	select {
 	case <-b.done:
@@ -370,7 +393,7 @@ type httpStream struct {
 	name     string
 	ctx      context.Context
 	resp     *http.Response
-	br       *bufio.Reader
+	br       *bufio.Reader // nil once the answer ended (Recv gives it back)
 	done     chan struct{}
 	pw       *io.PipeWriter // request body of a stream call
 	finished bool
@@ -378,10 +401,14 @@ type httpStream struct {
 }
 
 func (s *httpStream) Recv() ([]byte, error) {
-	if s.finished {
+	if s.finished || s.br == nil {
 		return nil, io.EOF
 	}
 	f, err := readFrame(s.br, DefaultMaxMessageSize*16+httpFrameMaxPlus)
+	if err != nil || f.typ != frameMessage {
+		putReader(s.br)
+		s.br = nil
+	}
 	if err != nil {
 		s.Close()
 		if s.ctx.Err() != nil {

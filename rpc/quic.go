@@ -115,12 +115,15 @@ func (l *quicListener) serveConn(c *quic.Conn, h Handler, max int) {
 
 func serveQUICStream(s *quic.Stream, h Handler, base *Request, max int) {
 	defer s.Close()
-	br := bufio.NewReaderSize(s, streamReadBuffer)
+	br := getReader(s)
 	f, err := readFrame(br, max+frameOverhead)
 	if err != nil || f.typ != frameRequest {
+		putReader(br)
 		s.Reset(codeCallCanceled)
 		return
 	}
+	// From here on the goroutine below is the reader's last user, and
+	// returns it to the pool when it is done.
 	req := f.req
 	req.Transport, req.RemoteAddr, req.TLS = base.Transport, base.RemoteAddr, base.TLS
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,6 +134,7 @@ func serveQUICStream(s *quic.Stream, h Handler, base *Request, max int) {
 		q := newCallQueue()
 		req.Recv = q.recvFunc(ctx, max)
 		go func() {
+			defer putReader(br)
 			for {
 				f, err := readFrame(br, max+frameOverhead)
 				if err == io.EOF {
@@ -152,6 +156,7 @@ func serveQUICStream(s *quic.Stream, h Handler, base *Request, max int) {
 			// done.
 			readFrame(br, frameOverhead)
 			cancel()
+			putReader(br)
 		}()
 	}
 	// A unary call's answer and end frame go out in one write, so that
@@ -181,6 +186,23 @@ func serveQUICStream(s *quic.Stream, h Handler, base *Request, max int) {
 // frame. bufio's default of 4 KB was zeroed for every call and cost 7 %
 // of the CPU at concurrency 64 (docs/rpc.md, profile).
 const streamReadBuffer = 512
+
+// streamReaders holds the readers of calls' streams: each call took a
+// fresh one at each end, four of a QUIC call's 59 allocations
+// (docs/highway.md). A reader goes back only from the goroutine that read
+// it last.
+var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, streamReadBuffer) }}
+
+func getReader(r io.Reader) *bufio.Reader {
+	br := streamReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	streamReaders.Put(br)
+}
 
 // quicTransport is the client side of the framed protocol over QUIC.
 type quicTransport struct {
@@ -259,8 +281,8 @@ func (t *quicTransport) RoundTrip(ctx context.Context, req *Request) (ResponseSt
 		}
 		return nil, unavailable(false, "quic: send request: %v", err)
 	}
-	qs := &quicStream{s: s, ctx: ctx}
-	qs.br = bufio.NewReaderSize(ctxReader{ctx, s}, streamReadBuffer)
+	qs := &quicStream{s: s, ctx: ctx, cr: ctxReader{ctx, s}}
+	qs.br = getReader(&qs.cr)
 	return qs, nil
 }
 
@@ -303,15 +325,23 @@ func (r ctxReader) Read(p []byte) (int, error) { return r.s.ReadContext(r.ctx, p
 type quicStream struct {
 	s    *quic.Stream
 	ctx  context.Context
-	br   *bufio.Reader
+	cr   ctxReader
+	br   *bufio.Reader // nil once the answer ended
 	done bool
 }
 
+// Recv reads the next answer. It gives the reader back when the answer
+// ends: only Recv reads it, and calls to Recv do not overlap (Close may
+// run beside one, and leaves the reader alone).
 func (q *quicStream) Recv() ([]byte, error) {
-	if q.done {
+	if q.done || q.br == nil {
 		return nil, io.EOF
 	}
 	f, err := readFrame(q.br, 1<<30)
+	if err != nil || f.typ != frameMessage {
+		putReader(q.br)
+		q.br = nil
+	}
 	if err != nil {
 		q.abort()
 		if q.ctx.Err() != nil {
