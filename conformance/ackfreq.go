@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -49,7 +50,7 @@ func runAFReorderingThreshold(ctx context.Context, t *T) {
 		// arrives, and all within the 50 ms Requested Max Ack Delay.
 		for _, rel := range reorderSequence {
 			pn := base + rel
-			trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PN: &pn}))
+			trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{PN: &pn}))
 			rc.Receive(ctx, 5*time.Millisecond, nil)
 		}
 		rc.NextPN[2] = base + reorderSequence[len(reorderSequence)-1] + 1
@@ -172,7 +173,7 @@ func (t *T) requireAckFreq(ctx context.Context) (uint64, *wire.TransportParamete
 
 // rawAckFreq runs the raw handshake and requires min_ack_delay.
 func (t *T) rawAckFreq(ctx context.Context) (*rawClient, uint64) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	v, ok := t.ackFreqSupport(rc.ServerTP())
 	if !ok {
 		t.Unsupported("The server did not advertise min_ack_delay (0xff04de1b).")
@@ -228,7 +229,7 @@ func runAFTPValid(ctx context.Context, t *T) {
 // setAckFrequency sends an ACK_FREQUENCY frame and waits for its
 // acknowledgment, so that what follows runs under it.
 func (t *T) setAckFrequency(ctx context.Context, rc *rawClient, f *wire.AckFrequencyFrame) *packet {
-	p := rc.Send1RTT([]wire.Frame{f}, shortOpts{})
+	p := rc.Send1RTT([]wire.Frame{f}, rawquic.ShortOpts{})
 	m := t.mark()
 	rc.receiveUntil(ctx, t.PTO()+100*time.Millisecond, m, func(q *packet) bool { return ackedBy([]*packet{q}, rc.trace.id, 2, p.pn) != nil })
 	rc.Receive(ctx, 20*time.Millisecond, nil)
@@ -306,7 +307,7 @@ func runAFImmediateAck(ctx context.Context, t *T) {
 	t.setAckFrequency(ctx, rc, &wire.AckFrequencyFrame{SequenceNumber: 0, AckElicitingThreshold: 9, RequestedMaxAckDelay: 50000, ReorderingThreshold: 0})
 	var trig []*packet
 	for i := 0; i < 5 && ctx.Err() == nil; i++ {
-		trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.ImmediateAckFrame{}}, shortOpts{}))
+		trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.ImmediateAckFrame{}}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, 200*time.Millisecond, nil)
 	}
 	late := 0
@@ -412,7 +413,7 @@ func runAFUnsolicited(ctx context.Context, t *T) {
 		Describe: "an ACK_FREQUENCY frame the server never asked for"}, func() {
 		c.Inject(spaceApp, &wire.AckFrequencyFrame{SequenceNumber: 0, AckElicitingThreshold: 1, RequestedMaxAckDelay: 25000, ReorderingThreshold: 1})
 	})
-	// Catalogue §5.11: the tester cannot tell whether the type is
+	// docs/conformance-model.md, Ambiguities 11: the tester cannot tell whether the type is
 	// unknown to the server, so going on is observed, never a fail.
 	t.mu.Lock()
 	for i, c := range t.checks {

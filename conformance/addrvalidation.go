@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -28,7 +29,7 @@ const silentWindow = 4 * time.Second
 // silentClient sends one 1200-byte Initial with the ClientHello and then
 // nothing at all for d: no acknowledgment, no Finished, no answer to a
 // Retry. It returns the client.
-func (t *T) silentClient(ctx context.Context, o rawOptions, d time.Duration) *rawClient {
+func (t *T) silentClient(ctx context.Context, o rawquic.Options, d time.Duration) *rawClient {
 	rc := t.newRaw(ctx, o)
 	rc.Silent, rc.FollowRetry = true, false
 	rc.SendClientHello(ctx, 1200)
@@ -60,7 +61,7 @@ func (t *T) ampOverrun(rc *rawClient) (at time.Time, sent, recv int, over bool) 
 }
 
 func runAmpHandshakeLimit(ctx context.Context, t *T) {
-	rc := t.silentClient(ctx, rawOptions{Label: "silent"}, silentWindow)
+	rc := t.silentClient(ctx, rawquic.Options{Label: "silent"}, silentWindow)
 	sent, recv, n := t.ampCounts(rc)
 	req := t.sc.Requirements[0]
 	rs := received(t.rec.snapshot(), rc.trace.id, 0)
@@ -79,7 +80,7 @@ func runAmpHandshakeLimit(ctx context.Context, t *T) {
 }
 
 func runAmpTracksClientBytes(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "ack-only-initials"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "ack-only-initials"})
 	rc.Silent, rc.FollowRetry = true, false
 	rc.SendClientHello(ctx, 1200)
 	resumed := 0
@@ -92,7 +93,7 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 		// ACK of the server's Initials plus PADDING, to the tester's
 		// original Destination Connection ID: using the server's ID would
 		// let it count the address as validated (RFC 9000 §8.1).
-		pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{DCID: rc.ODCID, PadTo: 1200})
+		pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, rawquic.LongOpts{DCID: rc.ODCID, PadTo: 1200})
 		rc.Send(pkt)
 		rc.Receive(ctx, 100*time.Millisecond, nil)
 		if t.datagramsReceived(rc.trace.id) > before {
@@ -120,12 +121,12 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 }
 
 func runAmpClosingState(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "unknown-alpn", ALPN: []string{"quiver-unknown-alpn"}})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "unknown-alpn", ALPN: []string{"quiver-unknown-alpn"}})
 	rc.Silent, rc.FollowRetry = true, false
 	rc.SendClientHello(ctx, 1200)
 	for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += 200 * time.Millisecond {
 		rc.Receive(ctx, 200*time.Millisecond, nil)
-		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{DCID: rc.ODCID, PadTo: 1200})
+		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{DCID: rc.ODCID, PadTo: 1200})
 		rc.Send(pkt)
 	}
 	rc.Receive(ctx, 200*time.Millisecond, nil)
@@ -162,7 +163,7 @@ func (t *T) retries(rc *rawClient) (raw [][]byte, at []time.Time) {
 }
 
 func runRetryFormat(ctx context.Context, t *T) {
-	rc := t.silentClient(ctx, rawOptions{Label: "first-initial"}, max(t.Settle(), time.Second))
+	rc := t.silentClient(ctx, rawquic.Options{Label: "first-initial"}, max(t.Settle(), time.Second))
 	raw, _ := t.retries(rc)
 	if len(raw) == 0 {
 		t.Fact("retry.policy", "never on first contact")
@@ -206,7 +207,7 @@ func runRetryFormat(ctx context.Context, t *T) {
 }
 
 func runRetryHandshake(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "after-retry"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "after-retry"})
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
 	if rc.RetrySCID == nil {
 		t.Unsupported("The server answered the first Initial without a Retry.")
@@ -238,7 +239,7 @@ func runRetryHandshake(ctx context.Context, t *T) {
 }
 
 func runRetryTokenCorrupted(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "bad-token"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "bad-token"})
 	rc.RetryToken = func(tok []byte) []byte {
 		b := append([]byte(nil), tok...)
 		if len(b) > 0 {
@@ -275,7 +276,7 @@ func runRetryTokenCorrupted(ctx context.Context, t *T) {
 // newTokenConn runs a full handshake on the raw client (following any
 // Retry) and waits for a NEW_TOKEN; it returns the client and the token,
 // nil when none came.
-func (t *T) newTokenConn(ctx context.Context, label string, o rawOptions) (*rawClient, []byte) {
+func (t *T) newTokenConn(ctx context.Context, label string, o rawquic.Options) (*rawClient, []byte) {
 	o.Label = label
 	rc := t.rawEstablished(ctx, o, nil)
 	rc.receiveUntil(ctx, t.Settle(), 0, hasFrame[*wire.NewTokenFrame]())
@@ -287,7 +288,7 @@ func (t *T) newTokenConn(ctx context.Context, label string, o rawOptions) (*rawC
 }
 
 func (t *T) requireNewToken(ctx context.Context) (*rawClient, []byte) {
-	rc, tok := t.newTokenConn(ctx, "collect-token", rawOptions{})
+	rc, tok := t.newTokenConn(ctx, "collect-token", rawquic.Options{})
 	if tok == nil {
 		t.Fact("token.new-token", "none")
 		t.Unsupported(fmt.Sprintf("The server sent no NEW_TOKEN within %v of the handshake.", t.Settle().Round(time.Millisecond)))
@@ -310,7 +311,7 @@ func runTokenFormat(ctx context.Context, t *T) {
 
 func runTokenUnique(ctx context.Context, t *T) {
 	rc1, tok1 := t.requireNewToken(ctx)
-	rc2, tok2 := t.newTokenConn(ctx, "second", rawOptions{})
+	rc2, tok2 := t.newTokenConn(ctx, "second", rawquic.Options{})
 	if tok2 == nil {
 		t.Inconclusive("The second connection received no NEW_TOKEN.")
 	}
@@ -328,7 +329,7 @@ func runTokenUnique(ctx context.Context, t *T) {
 // whether the server treated the address as validated: no Retry from a
 // server that always sends one, or more than three times the Initial's
 // bytes in answer to it. seen is false when neither can show.
-func (t *T) tokenAcceptance(ctx context.Context, label string, tok []byte, alwaysRetry bool, o rawOptions) (accepted, seen bool, why string, rc *rawClient) {
+func (t *T) tokenAcceptance(ctx context.Context, label string, tok []byte, alwaysRetry bool, o rawquic.Options) (accepted, seen bool, why string, rc *rawClient) {
 	o.Label, o.Token = label, tok
 	rc = t.silentClient(ctx, o, 2*time.Second)
 	raw, _ := t.retries(rc)
@@ -347,7 +348,7 @@ func (t *T) tokenAcceptance(ctx context.Context, label string, tok []byte, alway
 func runTokenAccepted(ctx context.Context, t *T) {
 	rc1, tok := t.requireNewToken(ctx)
 	always := rc1.RetrySCID != nil
-	acc, seen, why, rc := t.tokenAcceptance(ctx, "with-token", tok, always, rawOptions{})
+	acc, seen, why, rc := t.tokenAcceptance(ctx, "with-token", tok, always, rawquic.Options{})
 	req := t.sc.Requirements[0]
 	first := rc.LastSent()
 	switch {
@@ -363,7 +364,7 @@ func runTokenAccepted(ctx context.Context, t *T) {
 
 func runTokenUnknown(ctx context.Context, t *T) {
 	tok := randomBytes(32)
-	rc := t.newRaw(ctx, rawOptions{Label: "unknown-token", Token: tok})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "unknown-token", Token: tok})
 	err := rc.Handshake(ctx, t.Settle()+time.Second)
 	req := t.sc.Requirements[0]
 	ps := received(t.rec.snapshot(), rc.trace.id, 0)
@@ -389,11 +390,11 @@ func runTokenUnknown(ctx context.Context, t *T) {
 func runTokenReplay(ctx context.Context, t *T) {
 	rc1, tok := t.requireNewToken(ctx)
 	always := rc1.RetrySCID != nil
-	acc2, seen2, why2, _ := t.tokenAcceptance(ctx, "use-1", tok, always, rawOptions{})
+	acc2, seen2, why2, _ := t.tokenAcceptance(ctx, "use-1", tok, always, rawquic.Options{})
 	if !seen2 || !acc2 {
 		t.Inconclusive(fmt.Sprintf("Acceptance of the token cannot be seen on its first use (%s), so a replay cannot be judged.", why2))
 	}
-	acc3, _, why3, _ := t.tokenAcceptance(ctx, "use-2", tok, always, rawOptions{})
+	acc3, _, why3, _ := t.tokenAcceptance(ctx, "use-2", tok, always, rawquic.Options{})
 	req := t.sc.Requirements[0]
 	if acc3 {
 		t.Warn("once", req, fmt.Sprintf("The same NEW_TOKEN token was accepted twice (second use: %s); accept each token at most once.", why3))
@@ -408,7 +409,7 @@ func runTokenOtherAddress(ctx context.Context, t *T) {
 	if !ok {
 		t.Inconclusive("The tester has no second local IP address from which it can reach the target.")
 	}
-	_, _, why, rc := t.tokenAcceptance(ctx, "other-address", tok, false, rawOptions{LocalIP: ip})
+	_, _, why, rc := t.tokenAcceptance(ctx, "other-address", tok, false, rawquic.Options{LocalIP: ip})
 	sent, recv, _ := t.ampCounts(rc)
 	req := t.sc.Requirements[0]
 	if recv > 3*sent {
@@ -426,7 +427,7 @@ func runTokenOtherAddress(ctx context.Context, t *T) {
 const retryStaleAfter = 15 * time.Second
 
 func runRetryTokenStale(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "stale-retry-token"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "stale-retry-token"})
 	rc.FollowRetry = false
 	rc.SendClientHello(ctx, 1200)
 	var retry *wire.Retry
@@ -452,7 +453,7 @@ func runRetryTokenStale(ctx context.Context, t *T) {
 	rc.DCID = append([]byte(nil), retry.SCID...)
 	rc.InitialKeys(rc.DCID)
 	mark := t.mark()
-	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.HelloMsg}}, longOpts{PadTo: 1200})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.HelloMsg}}, rawquic.LongOpts{PadTo: 1200})
 	trig := rc.LastSent()
 	rc.Send(pkt)
 	rc.Receive(ctx, t.Settle(), func() bool { return rc.ServerSCID != nil || rc.PeerClosed || len(t.retriesSince(rc, mark)) > 0 })

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -230,7 +231,7 @@ func forgedServerInitial(version uint32, odcid, dcid, scid, token []byte, pn uin
 	}
 	h := wire.LongHeader{Version: wire.Version(version), Type: wire.PacketTypeInitial, DCID: dcid, SCID: scid, Token: token, LengthLen: 2, PNLen: 4, PacketNumber: pn}
 	hdr, lengthOff, pnOff := h.Append(nil)
-	payload := appendFrames(nil, frames)
+	payload := rawquic.AppendFrames(nil, frames)
 	if n := 1200 - len(hdr) - len(payload) - protect.TagSize; n > 0 {
 		payload = append(payload, make([]byte, n)...)
 	}

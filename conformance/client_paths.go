@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -65,7 +66,7 @@ func registerClientUnknownAddress() {
 			pn := last.pn + 100000
 			h := wire.ShortHeader{DCID: last.dcid, PNLen: 4, PacketNumber: pn}
 			hdr, pnOff := h.Append(nil)
-			payload := appendFrames(nil, []wire.Frame{&wire.PingFrame{}, &wire.StreamFrame{StreamID: requestStream(t, s), Data: []byte("data from an unknown server address\n")}})
+			payload := rawquic.AppendFrames(nil, []wire.Frame{&wire.PingFrame{}, &wire.StreamFrame{StreamID: requestStream(t, s), Data: []byte("data from an unknown server address\n")}})
 			pkt := k.Seal(append([]byte(nil), hdr...), hdr, payload, pn)
 			if _, err := k.HeaderProtector().Apply(pkt, pnOff, false); err != nil {
 				t.Errorf("header protection: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -17,10 +18,10 @@ func runCloseDrainingSilence(ctx context.Context, t *T) {
 	rc.Receive(ctx, t.PTO(), nil)
 	rc.NoAcks = true
 	mark := len(t.rec.snapshot())
-	trig := rc.Send1RTT([]wire.Frame{&wire.ConnectionCloseFrame{ErrorCode: 0}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.ConnectionCloseFrame{ErrorCode: 0}}, rawquic.ShortOpts{})
 	start := time.Now()
 	for time.Since(start) < t.PTO() && ctx.Err() == nil {
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		rc.Receive(ctx, 50*time.Millisecond, nil)
 	}
 	rc.Receive(ctx, 3*t.PTO()-time.Since(start), nil)
@@ -69,11 +70,11 @@ func runCloseReasonUTF8(ctx context.Context, t *T) {
 }
 
 func runIdleMin3PTO(ctx context.Context, t *T) {
-	tp := defaultClientTP(nil)
+	tp := rawquic.DefaultClientTP(nil)
 	scid := randomBytes(8)
 	tp.InitialSourceConnectionID = scid
 	tp.MaxIdleTimeout = 1
-	rc := t.newRaw(ctx, rawOptions{Label: "idle-1ms", SCID: scid, TP: tp})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "idle-1ms", SCID: scid, TP: tp})
 	if err := rc.Handshake(ctx, t.Settle()+2*time.Second); err != nil {
 		t.Inconclusive(fmt.Sprintf("The handshake with max_idle_timeout = 1 ms did not complete: %v.", err))
 	}
@@ -83,7 +84,7 @@ func runIdleMin3PTO(ctx context.Context, t *T) {
 	var pings []*packet
 	req := t.sc.Requirements[0]
 	for i := 0; i < 3; i++ {
-		pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		pings = append(pings, pg)
 		rc.Receive(ctx, t.PTO(), nil)
 		ps := t.rec.snapshot()
@@ -103,7 +104,7 @@ func runIdleMin3PTO(ctx context.Context, t *T) {
 }
 
 func runSRUnknownCID(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "unknown-cid"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "unknown-cid"})
 	policy := map[string]string{}
 	for _, size := range []int{1200, 100, 50} {
 		before := t.datagramsReceived(rc.trace.id)
@@ -156,9 +157,9 @@ type idleConn struct {
 // what the server sends right after it, and goes quiet.
 func (t *T) newIdleConn(ctx context.Context, label string) *idleConn {
 	scid := randomBytes(8)
-	tp := defaultClientTP(scid)
+	tp := rawquic.DefaultClientTP(scid)
 	tp.MaxIdleTimeout = uint64(testerIdleTimeout / time.Millisecond)
-	rc := t.rawEstablished(ctx, rawOptions{Label: label, SCID: scid, TP: tp}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: label, SCID: scid, TP: tp}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
 	ic := &idleConn{rc: rc, effective: testerIdleTimeout}
 	if stp := rc.ServerTP(); stp != nil && stp.MaxIdleTimeout > 0 {
@@ -196,7 +197,7 @@ func (t *T) idleProbeAt(ctx context.Context, ic *idleConn, after time.Duration) 
 		pr.during = append(pr.during, p)
 	}
 	m2 := t.mark()
-	pr.ping = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	pr.ping = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	pr.resp = rc.receiveUntil(ctx, max(3*t.PTO(), 300*time.Millisecond), m2, func(p *packet) bool {
 		return p.ev.PacketType == "stateless_reset" || ackedBy([]*packet{p}, rc.trace.id, 2, pr.ping.pn) != nil
 	})
@@ -440,7 +441,7 @@ func judgeSRSizes(probes []srProbe) []srJudgement {
 }
 
 func runSRSizeRules(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "unknown-cid"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "unknown-cid"})
 	wait := max(t.PTO(), 300*time.Millisecond)
 	probe := func(n int) srProbe {
 		at := time.Now()
@@ -498,7 +499,7 @@ func (rc *rawClient) rawStatelessReset(dcid []byte, n int, tok [16]byte) *packet
 func (rc *rawClient) newTesterCID(seq, rpt uint64) ([]byte, [16]byte, *packet) {
 	cid := randomBytes(len(rc.SCID))
 	tok := [16]byte(randomBytes(16))
-	p := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: rpt, ConnectionID: cid, StatelessResetToken: tok}}, shortOpts{})
+	p := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: rpt, ConnectionID: cid, StatelessResetToken: tok}}, rawquic.ShortOpts{})
 	return cid, tok, p
 }
 
@@ -508,7 +509,7 @@ func sentTo(cid []byte) func(p *packet) bool {
 }
 
 func runSRHonoured(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
 	mark := t.mark()
 	cid, tok, ncid := rc.newTesterCID(1, 1)
@@ -521,7 +522,7 @@ func runSRHonoured(ctx context.Context, t *T) {
 	rs := rc.rawStatelessReset(rc.DCID, 50, tok)
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += t.PTO() {
-		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	// A packet the server built before it read the reset may still
@@ -567,14 +568,14 @@ func foreignOutcome(precondition, acked, answered bool) Verdict {
 func runSRForeignToken(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	variant := func(name string, setup func(rc *rawClient) (tok [16]byte, ok bool, why string, evs []*packet)) {
-		rc := t.rawEstablished(ctx, rawOptions{Label: name}, nil)
+		rc := t.rawEstablished(ctx, rawquic.Options{Label: name}, nil)
 		rc.Receive(ctx, t.PTO(), nil)
 		tok, ok, why, evs := setup(rc)
 		mark := t.mark()
 		rs := rc.rawStatelessReset(rc.DCID, 50, tok)
 		var pings []*packet
 		for waited := time.Duration(0); waited < t.Settle() && ctx.Err() == nil; waited += t.PTO() {
-			pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+			pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 			pings = append(pings, pg)
 			if rc.receiveUntil(ctx, t.PTO(), mark, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, pg.pn) != nil }) != nil {
 				break
@@ -659,7 +660,7 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	rc.Receive(ctx, t.PTO(), nil)
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.RawFrame{Bytes: wire.AppendVarint(nil, unknownFrameType)}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.RawFrame{Bytes: wire.AppendVarint(nil, unknownFrameType)}}, rawquic.ShortOpts{})
 	cl := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool { return p.closeFrame() != nil })
 	if cl == nil {
 		t.Inconclusive(fmt.Sprintf("The server did not close the connection within %v of a frame of unknown type 0x%x, so there was no closing state to probe.", t.Settle().Round(time.Millisecond), unknownFrameType), events(Trigger, trig)...)
@@ -670,13 +671,13 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	start := time.Now()
 	var pings []*packet
 	for i := 0; i < closingBurst && time.Since(start) < 50*time.Millisecond; i++ {
-		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 	}
 	rc.Receive(ctx, 150*time.Millisecond, nil)
 	burstEnd := t.mark()
 	later := 0
 	for i := 0; i < 4 && ctx.Err() == nil; i++ {
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		later++
 		rc.Receive(ctx, 200*time.Millisecond, nil)
 	}
@@ -743,7 +744,7 @@ func runCloseFramePlacement(ctx context.Context, t *T) {
 		t.rec.wait(ctx, t.Settle(), func(ps []*packet) bool { return firstClose(received(ps, c.ID(), mark)) != nil })
 	}
 	// During the handshake: an Initial carrying a STREAM frame.
-	rc := t.newRaw(ctx, rawOptions{Label: "during-handshake"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "during-handshake"})
 	if rc.earlyFlight(ctx, t.Settle()) {
 		m := t.mark()
 		rc.sendInitialStream()
@@ -889,14 +890,14 @@ func placementAfterConfirmed(epoch []*packet, p *packet, cc *wire.ConnectionClos
 // server's Initial packets and a STREAM frame, which Initial packets do
 // not allow (RFC 9000 §12.4, Table 3).
 func (rc *rawClient) sendInitialStream() *packet {
-	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}}, longOpts{PadTo: 1200})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}}, rawquic.LongOpts{PadTo: 1200})
 	p := rc.LastSent()
 	rc.Send(pkt)
 	return p
 }
 
 func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "stream-in-initial"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "stream-in-initial"})
 	if !rc.earlyFlight(ctx, t.Settle()) {
 		t.Inconclusive(fmt.Sprintf("The server's first flight did not give the tester Handshake keys within %v.", t.Settle().Round(time.Millisecond)))
 	}

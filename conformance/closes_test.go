@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -22,7 +23,7 @@ func sealHandshake(t *testing.T, secret []byte, dcid, scid []byte, pn uint64, fr
 	}
 	h := wire.LongHeader{Version: 1, Type: wire.PacketTypeHandshake, DCID: dcid, SCID: scid, LengthLen: 2, PNLen: 4, PacketNumber: pn}
 	hdr, lengthOff, pnOff := h.Append(nil)
-	payload := appendFrames(nil, frames)
+	payload := rawquic.AppendFrames(nil, frames)
 	for len(payload) < 4 {
 		payload = append(payload, 0)
 	}
@@ -48,7 +49,7 @@ func TestRecoverCloses(t *testing.T) {
 
 	// With the secret in the key log: pass.
 	j := newJudgeConn(t)
-	j.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, appendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
+	j.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
 	fmt.Fprintf(j.tt.rec, "SERVER_HANDSHAKE_TRAFFIC_SECRET %s %s\n", strings.Repeat("00", 32), hex.EncodeToString(secret))
 	j.tr.keepRaw(time.Now(), sealHandshake(t, secret, scid, dcid, 0, cc))
 	o := j.tt.assessProvoked(j.tr, false, 0, -1, e)
@@ -58,7 +59,7 @@ func TestRecoverCloses(t *testing.T) {
 	// Without it: inconclusive, and the sentence says a level the tester
 	// has no keys for, not "sent nothing at all".
 	k := newJudgeConn(t)
-	k.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, appendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
+	k.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
 	k.tr.keepRaw(time.Now(), sealHandshake(t, secret, scid, dcid, 0, cc))
 	o = k.tt.assessProvoked(k.tr, false, 0, -1, e)
 	if o.v != Inconclusive || !strings.Contains(o.sentence, "closed at a level the tester has no keys for") {

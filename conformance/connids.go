@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -169,7 +170,7 @@ func runCIDSupply(ctx context.Context, t *T) {
 }
 
 func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	spare := t.rawSpareCID(ctx, rc)
 	old := rc.DCID
 	rc.DCID = append([]byte(nil), spare.ConnectionID...)
@@ -190,7 +191,7 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	// Does the old ID still work?
 	rc.DCID = old
 	m2 := t.mark()
-	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	if a := rc.receiveUntil(ctx, t.PTO()*2, m2, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, pg.pn) != nil }); a != nil {
 		t.Fail("accepted", req, fmt.Sprintf("The server ignored packets addressed to its sequence-%d connection ID (%v) while it still acknowledges its sequence-0 ID.", spare.SequenceNumber, err), evidence(events(Trigger, packetsOf(trig)...), events(Response, a))...)
 		return
@@ -199,7 +200,7 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 }
 
 func runCIDRetireReplacement(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	spare := t.rawSpareCID(ctx, rc)
 	rc.Receive(ctx, t.PTO(), nil) // let the rest of the server's first batch arrive
 	var maxSeq uint64
@@ -208,7 +209,7 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 	}
 	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: 0}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: 0}}, rawquic.ShortOpts{})
 	req := t.sc.Requirements[0]
 	p := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool {
 		for _, f := range p.frames {
@@ -229,13 +230,13 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 }
 
 func runCIDRetireCurrent(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	spare := t.rawSpareCID(ctx, rc)
 	rc.DCID = append([]byte(nil), spare.ConnectionID...)
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: spare.SequenceNumber}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: spare.SequenceNumber}}, rawquic.ShortOpts{})
 	rc.Receive(ctx, t.PTO(), nil)
-	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	rc.Receive(ctx, t.Settle(), func() bool { return rc.PeerClosed })
 	ps := t.rec.snapshot()
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
@@ -283,7 +284,7 @@ func runCIDClientExceedsLimit(ctx context.Context, t *T) {
 }
 
 func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	if len(rc.SCID) == 0 {
 		t.Errorf("the raw client has a zero-length connection ID")
 	}
@@ -291,10 +292,10 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 	old := rc.SCID
 	cid := randomBytes(len(rc.SCID))
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, RetirePriorTo: 1, ConnectionID: cid, StatelessResetToken: [16]byte(randomBytes(16))}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, RetirePriorTo: 1, ConnectionID: cid, StatelessResetToken: [16]byte(randomBytes(16))}}, rawquic.ShortOpts{})
 	sent := time.Now()
 	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed; waited += t.PTO() {
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	req := t.sc.Requirements[0]
@@ -320,7 +321,7 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 }
 
 func runCIDDuplicateFrame(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
 	f := &wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))}
 	if len(rc.SCID) == 0 {
@@ -329,12 +330,12 @@ func runCIDDuplicateFrame(ctx context.Context, t *T) {
 	mark := t.mark()
 	var trig []*packet
 	for i := 0; i < 3; i++ {
-		trig = append(trig, rc.Send1RTT([]wire.Frame{f}, shortOpts{}))
+		trig = append(trig, rc.Send1RTT([]wire.Frame{f}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, 10*time.Millisecond, nil)
 	}
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed; waited += t.PTO() {
-		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	ps := t.rec.snapshot()
@@ -441,10 +442,10 @@ func init() {
 		ID: "cid-new-cid-to-zero-length-user", Title: "NEW_CONNECTION_ID from a client with a zero-length ID", Family: "E", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9000("19.15", Must, "An endpoint that is sending packets with a zero-length Destination Connection ID MUST treat receipt of a NEW_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
-			rc := t.rawEstablished(ctx, rawOptions{Label: "zero-length-scid", SCID: []byte{}}, nil)
+			rc := t.rawEstablished(ctx, rawquic.Options{Label: "zero-length-scid", SCID: []byte{}}, nil)
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
 				Describe: "a NEW_CONNECTION_ID frame from a client whose Source Connection ID is zero-length"}, true, func() {
-				rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(8), StatelessResetToken: [16]byte(randomBytes(16))}}, shortOpts{})
+				rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(8), StatelessResetToken: [16]byte(randomBytes(16))}}, rawquic.ShortOpts{})
 			})
 		},
 	})
@@ -452,13 +453,13 @@ func init() {
 		ID: "cid-retire-to-zero-length-issuer", Title: "RETIRE_CONNECTION_ID to a server with zero-length IDs", Family: "E", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9000("19.16", Must, "An endpoint that provides a zero-length connection ID MUST treat receipt of a RETIRE_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
-			rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+			rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 			if len(rc.ServerSCID) > 0 {
 				t.Unsupported(fmt.Sprintf("The server uses %d-byte connection IDs, not zero-length ones.", len(rc.ServerSCID)))
 			}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
 				Describe: "a RETIRE_CONNECTION_ID frame to a server with a zero-length connection ID"}, true, func() {
-				rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: 0}}, shortOpts{})
+				rc.Send1RTT([]wire.Frame{&wire.RetireConnectionIDFrame{SequenceNumber: 0}}, rawquic.ShortOpts{})
 			})
 		},
 	})

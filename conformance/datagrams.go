@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -105,9 +106,9 @@ func (t *T) requireDatagrams(ctx context.Context) uint64 {
 func runDgramInHandshake(ctx context.Context, t *T) {
 	t.requireDatagrams(ctx)
 	scid := randomBytes(8)
-	tp := defaultClientTP(scid)
+	tp := rawquic.DefaultClientTP(scid)
 	tp.HasMaxDatagramFrameSize, tp.MaxDatagramFrameSize = true, 65535
-	rc := t.newRaw(ctx, rawOptions{Label: "dgram-in-handshake", SCID: scid, TP: tp})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "dgram-in-handshake", SCID: scid, TP: tp})
 	rc.HandshakeExtra = []wire.Frame{&wire.DatagramFrame{Data: []byte("quiver datagram in a Handshake packet")}}
 	t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: reqFrameNotPermitted, Codes: transportCodes(wire.ProtocolViolation),
 		Describe: "a DATAGRAM frame in the Handshake packet carrying the client's Finished"}, true, func() {

@@ -81,7 +81,7 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		MaxIdleTimeout:          30 * time.Second,
 		MaxUniStreams:           3,
 		ActiveConnectionIDLimit: 4,
-		// Catalogue §2.4: the tester sends no greasing unless a
+		// docs/conformance-model.md, Tester defaults: no greasing unless a
 		// scenario asks for it.
 		DisableGreaseQUICBit: true,
 	}

@@ -17,10 +17,9 @@
 //     reports through), runner.go (Run, budgets, artifacts, confirming fails
 //     alone), catalogue.go
 //     (areas, docs/scenarios.md), baseline.go (expected verdicts for CI);
-//   - the tester's endpoints: rawclient.go, rawfetch.go and rawpath.go (a
-//     scripted client that sends anything, byte for byte; its leaf pieces,
-//     packet-number sets, stream reassembly, credit, sockets and the
-//     ClientHello it rewrites, are in package conformance/rawquic), dial.go (Quiver's engine as a client with
+//   - the tester's endpoints: rawclient_host.go (the scripted raw client
+//     of package conformance/rawquic, hosted by a scenario's T and the
+//     recorder's trace of its connection), dial.go (Quiver's engine as a client with
 //     probe hooks), clientside.go (Quiver as the server a client under test
 //     connects to); recorder.go and capture.go keep what was seen;
 //   - shared judging: patterns.go and provoked.go (the provoked-error

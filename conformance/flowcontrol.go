@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -94,16 +95,16 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	var (
 		rc   *rawClient
 		tp   *wire.TransportParameters
-		reqs []*rawRequest
+		reqs []*rawquic.Request
 	)
 	first, raise := uint64(fcStreamLimit), uint64(2*fcStreamLimit)
 	if connLevel {
 		first, raise = fcConnLimit, 2*fcConnLimit
 		rc, tp = t.fcClient(ctx, "max-data-3000", func(tp *wire.TransportParameters) { tp.InitialMaxData = fcConnLimit })
-		reqs = []*rawRequest{rc.Request(t.profile.Target.LargePath), rc.Request(t.profile.Target.LargePath)}
+		reqs = []*rawquic.Request{rc.Request(t.profile.Target.LargePath), rc.Request(t.profile.Target.LargePath)}
 	} else {
 		rc, tp = t.fcClient(ctx, "stream-data-1000", func(tp *wire.TransportParameters) { tp.InitialMaxStreamDataBidiLocal = fcStreamLimit })
-		reqs = []*rawRequest{rc.Request(t.profile.Target.LargePath)}
+		reqs = []*rawquic.Request{rc.Request(t.profile.Target.LargePath)}
 	}
 	reached := func(limit uint64) func() bool {
 		return func() bool {
@@ -116,9 +117,9 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	}
 	grant := func(limit uint64) *packet {
 		if connLevel {
-			return rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: limit}}, shortOpts{})
+			return rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: limit}}, rawquic.ShortOpts{})
 		}
-		return rc.Send1RTT([]wire.Frame{&wire.MaxStreamDataFrame{StreamID: reqs[0].ID, Maximum: limit}}, shortOpts{})
+		return rc.Send1RTT([]wire.Frame{&wire.MaxStreamDataFrame{StreamID: reqs[0].ID, Maximum: limit}}, rawquic.ShortOpts{})
 	}
 	// Phase 1: the initial limit for one settle window, phase 2: twice
 	// it, phase 3: the full size (catalogue).
@@ -246,8 +247,8 @@ func runFCOutdated(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server did not send the first %d bytes of %s within the settle window (%d arrived).", initial, t.profile.Target.LargePath, rc.streamEnd(req.ID)))
 	}
 	mark := t.mark()
-	raise := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: big + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: big}}, shortOpts{})
-	old := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: small}}, shortOpts{})
+	raise := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: big + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: big}}, rawquic.ShortOpts{})
+	old := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: small}}, rawquic.ShortOpts{})
 	trig := events(Trigger, raise, old)
 	// Wait for the data to reach the larger limit and for the outdated
 	// packet's acknowledgment (which a server may delay).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -78,7 +79,7 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 	if c, err := t.Dial(ctx, DialOptions{Label: "engine"}); err == nil {
 		t.fetchSmall(ctx, c)
 	}
-	rc := t.newRaw(ctx, rawOptions{Label: "raw"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "raw"})
 	if rc.Handshake(ctx, t.Settle()) == nil {
 		rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
 	}
@@ -151,9 +152,9 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 	t.requireGreaseQUICBit(ctx)
 	try := func(label string, clear bool) (*rawClient, []byte, error) {
 		scid := randomBytes(8)
-		tp := defaultClientTP(scid)
+		tp := rawquic.DefaultClientTP(scid)
 		tp.GreaseQUICBit = true
-		rc := t.newRaw(ctx, rawOptions{Label: label, SCID: scid, TP: tp})
+		rc := t.newRaw(ctx, rawquic.Options{Label: label, SCID: scid, TP: tp})
 		rc.ClearQUICBit = clear
 		if err := rc.Handshake(ctx, t.Settle()+time.Second); err != nil {
 			return rc, nil, fmt.Errorf("handshake: %w", err)

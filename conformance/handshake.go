@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -106,7 +107,7 @@ func tpFacts(tp *wire.TransportParameters) map[string]string {
 }
 
 func runHSInitialTooSmall(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "undersized"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "undersized"})
 	rc.SendClientHello(ctx, 1100)
 	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
@@ -134,7 +135,7 @@ func runHSInitialTooSmall(ctx context.Context, t *T) {
 }
 
 func runHSDCIDTooLong(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "dcid-21", DCID: randomBytes(21)})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "dcid-21", DCID: randomBytes(21)})
 	rc.SendClientHello(ctx, 1200)
 	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
@@ -158,8 +159,8 @@ func runHSDCIDTooLong(ctx context.Context, t *T) {
 // that every server packet is addressed to the tester's Source
 // Connection ID.
 func runCIDEcho(ctx context.Context, t *T, dcid, scid []byte, what string) {
-	tp := defaultClientTP(scid)
-	rc := t.newRaw(ctx, rawOptions{Label: "cids", DCID: dcid, SCID: scid, TP: tp})
+	tp := rawquic.DefaultClientTP(scid)
+	rc := t.newRaw(ctx, rawquic.Options{Label: "cids", DCID: dcid, SCID: scid, TP: tp})
 	err := rc.Handshake(ctx, t.Settle()+2*time.Second)
 	req := t.sc.Requirements[0]
 	var wrong, right []*packet
@@ -198,7 +199,7 @@ func runCIDEcho(ctx context.Context, t *T, dcid, scid []byte, what string) {
 }
 
 func runHSShortInitialDCID(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "dcid-4", DCID: randomBytes(4)})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "dcid-4", DCID: randomBytes(4)})
 	err := rc.Handshake(ctx, t.Settle())
 	a := classify(t.rec.snapshot(), rc.trace.id)
 	switch {
@@ -396,7 +397,7 @@ func runHSClientTPStreamsOverLimit(ctx context.Context, t *T) {
 }
 
 func runHSStrayHandshake(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "stray"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "stray"})
 	h := wire.LongHeader{Version: wire.Version1, Type: wire.PacketTypeHandshake, DCID: rc.DCID, SCID: rc.SCID, LengthLen: 2, PNLen: 2}
 	hdr, lengthOff, _ := h.Append(nil)
 	body := randomBytes(200)
@@ -424,8 +425,8 @@ func runHSStrayHandshake(ctx context.Context, t *T) {
 }
 
 func runHSPaddingOnly(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "padding-only"})
-	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PaddingFrame{Length: 1}}, longOpts{PadTo: 1200})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "padding-only"})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PaddingFrame{Length: 1}}, rawquic.LongOpts{PadTo: 1200})
 	rc.Send(pkt)
 	trig := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), nil)
@@ -489,7 +490,7 @@ func runHSV1IPv6(ctx context.Context, t *T) {
 	c.Close(0, "")
 	// The flow labels, read on a raw IPv6 socket; recorded only (§9.7's
 	// SHOULD holds "unless the local API does not allow" it).
-	rc := t.newRaw(ctx, rawOptions{Label: "IPv6 flow labels"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "IPv6 flow labels"})
 	if err := rc.Handshake(ctx, t.Settle()); err == nil {
 		var labels []string
 		for l, n := range rc.FlowLabels {
@@ -515,7 +516,7 @@ func firstReceivedWith(ps []*packet, conn int, ft wire.FrameType) *packet {
 }
 
 func runHSHandshakeDoneNotEarly(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "Finished held back"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "Finished held back"})
 	var hold time.Duration
 	rc.BeforeFinished = func() {
 		// Catalogue: hold the Finished for 2 × RTT, acknowledging all the
@@ -548,7 +549,7 @@ func runHSHandshakeDoneNotEarly(ctx context.Context, t *T) {
 
 func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 	var withheld *packet
-	rc := t.newRaw(ctx, rawOptions{Label: "HANDSHAKE_DONE never acknowledged"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "HANDSHAKE_DONE never acknowledged"})
 	rc.NeverAck = func(sp int, p *packet) bool {
 		if sp == 2 && withheld == nil && p.has(wire.FrameTypeHandshakeDone) {
 			withheld = p
@@ -575,7 +576,7 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 	for time.Now().Before(deadline) && ctx.Err() == nil && repeated(t.rec.snapshot()) == nil && !rc.PeerClosed {
 		rc.Receive(ctx, t.PTO(), func() bool { return repeated(t.rec.snapshot()) != nil })
 		if repeated(t.rec.snapshot()) == nil {
-			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		}
 	}
 	ps := t.rec.snapshot()
@@ -623,7 +624,7 @@ func judgeSCIDChange(ps []*packet, conn int, badPN, goodPN uint64, newSCID []byt
 }
 
 func runHSInitialSCIDChange(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "SCID change"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "SCID change"})
 	// Silent until the probe is out: no Handshake packet may reach the
 	// server first, or it discards its Initial keys (RFC 9001 §4.9.1) and
 	// drops any Initial whatever its Source Connection ID.
@@ -638,10 +639,10 @@ func runHSInitialSCIDChange(ctx context.Context, t *T) {
 	for string(newSCID) == string(rc.SCID) {
 		newSCID = randomBytes(len(rc.SCID))
 	}
-	bad, badPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, longOpts{SCID: newSCID, PadTo: 1200})
+	bad, badPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, rawquic.LongOpts{SCID: newSCID, PadTo: 1200})
 	rc.Send(bad)
 	badPkt := rc.LastSent()
-	good, goodPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, longOpts{PadTo: 1200})
+	good, goodPN := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.PingFrame{}}, rawquic.LongOpts{PadTo: 1200})
 	rc.Send(good)
 	goodPkt := rc.LastSent()
 	rc.Receive(ctx, t.Settle(), func() bool { return ackedBy(t.rec.snapshot(), rc.trace.id, 0, goodPN) != nil })
@@ -693,7 +694,7 @@ func (rc *rawClient) reversedClientHello(ctx context.Context, n int, gap time.Du
 		for i := n - 1; i >= 0; i-- {
 			lo, hi := i*size, min((i+1)*size, len(ch))
 			rc.NextPN[0] = base + uint64(i)
-			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Offset: uint64(lo), Data: ch[lo:hi]}}, longOpts{PadTo: 1200})
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Offset: uint64(lo), Data: ch[lo:hi]}}, rawquic.LongOpts{PadTo: 1200})
 			rc.Send(pkt)
 			*flight = append(*flight, rc.LastSent())
 			if i > 0 {
@@ -743,7 +744,7 @@ func (t *T) reportReassembly(r reassembly, flight []*packet, chLen int, err erro
 	}
 }
 
-func runClientHelloReordered(ctx context.Context, t *T, o rawOptions, n int) (*rawClient, reassembly) {
+func runClientHelloReordered(ctx context.Context, t *T, o rawquic.Options, n int) (*rawClient, reassembly) {
 	rc := t.newRaw(ctx, o)
 	var flight []*packet
 	rc.FirstFlight = rc.reversedClientHello(ctx, n, 10*time.Millisecond, &flight)
@@ -768,8 +769,8 @@ func runClientHelloMultiDatagram(ctx context.Context, t *T) {
 	// must ignore, brings it to about 3,300 bytes instead: three
 	// 1200-byte datagrams (four after a Retry with a long token).
 	scid := randomBytes(8)
-	tp := append(defaultClientTP(scid).Marshal(), greaseTP(1800)...)
-	rc, r := runClientHelloReordered(ctx, t, rawOptions{Label: "ClientHello in 3 datagrams, reversed", SCID: scid, RawTP: tp,
+	tp := append(rawquic.DefaultClientTP(scid).Marshal(), greaseTP(1800)...)
+	rc, r := runClientHelloReordered(ctx, t, rawquic.Options{Label: "ClientHello in 3 datagrams, reversed", SCID: scid, RawTP: tp,
 		Curves: []tls.CurveID{tls.X25519MLKEM768, tls.X25519}}, 3)
 	t.Fact("tls.clienthello-bytes", len(rc.HelloMsg))
 	t.Fact("handshake.server-ack-only-initials", serverAckOnlyInitials(t.rec.snapshot(), rc.trace.id))
@@ -820,8 +821,8 @@ func judgeCoalesced(ps []*packet, conn int, hsPN, appPN uint64, hsLater, appLate
 }
 
 func runHSCoalescedClientFlight(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "coalesced second flight"})
-	var req *rawRequest
+	rc := t.newRaw(ctx, rawquic.Options{Label: "coalesced second flight"})
+	var req *rawquic.Request
 	rc.CoalesceFinished = func() []wire.Frame {
 		var frames []wire.Frame
 		frames, req = rc.inlineRequest(rc.NegotiatedALPN(), t.profile.SmallPath)
@@ -856,12 +857,12 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 	// the coalesced datagram shows as dropped, not lost.
 	var hsLater, appLater *packet
 	if !rc.Confirmed && ackedBy(t.rec.snapshot(), rc.trace.id, 1, hsPkt.pn) == nil {
-		pkt, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
+		pkt, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{})
 		rc.Send(pkt)
 		hsLater = rc.LastSent()
 	}
 	if ackedBy(t.rec.snapshot(), rc.trace.id, 2, appPkt.pn) == nil && !answered {
-		appLater = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		appLater = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	}
 	if hsLater != nil || appLater != nil {
 		rc.Receive(ctx, t.Settle(), nil)
@@ -1027,7 +1028,7 @@ func init() {
 		Needs:        []string{NeedApp},
 		Requirements: []Requirement{reqCryptoBuffer},
 		Run: func(ctx context.Context, t *T) {
-			runClientHelloReordered(ctx, t, rawOptions{Label: "ClientHello in 2 packets, reversed"}, 2)
+			runClientHelloReordered(ctx, t, rawquic.Options{Label: "ClientHello in 2 packets, reversed"}, 2)
 		},
 	})
 	Register(&Scenario{

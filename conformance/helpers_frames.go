@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -47,7 +48,7 @@ func packetsOf(fs []frameAt) []*packet {
 
 // rawEstablished runs the raw client's handshake with options o, or ends
 // the scenario as inconclusive.
-func (t *T) rawEstablished(ctx context.Context, o rawOptions, setup func(rc *rawClient)) *rawClient {
+func (t *T) rawEstablished(ctx context.Context, o rawquic.Options, setup func(rc *rawClient)) *rawClient {
 	rc := t.newRaw(ctx, o)
 	if setup != nil {
 		setup(rc)

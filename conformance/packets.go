@@ -79,7 +79,7 @@ func runPktDuplicate(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	var data [8]byte
 	copy(data[:], randomBytes(8))
-	pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200})
+	pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 1200})
 	trig := rc.LastSent()
 	rc.Send(pkt)
 	sleep(ctx, 5*time.Millisecond)
@@ -111,13 +111,13 @@ func runPktCoalescedBadFirst(ctx context.Context, t *T) {
 	body := randomBytes(60)
 	wire.PutVarintLen(hdr[lengthOff:], uint64(4+len(body)-4), 2)
 	bad := append(hdr[:len(hdr)-4], body...)
-	good, pn := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	good, pn := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	trig := rc.LastSent()
 	rc.Send(bad, good)
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle(); waited += t.PTO() {
 		rc.Receive(ctx, t.PTO(), nil)
-		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 	}
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
@@ -139,7 +139,7 @@ func runPktCoalescedBadFirst(ctx context.Context, t *T) {
 func (t *T) passiveTraffic(ctx context.Context) {
 	c := t.mustDial(ctx, DialOptions{Label: "engine"})
 	t.fetchSmall(ctx, c)
-	rc := t.newRaw(ctx, rawOptions{Label: "raw"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "raw"})
 	rc.Handshake(ctx, t.Settle()+time.Second)
 	rc.Receive(ctx, 2*t.PTO(), nil)
 }
@@ -445,7 +445,7 @@ func runInvAckOnlyReceived(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	for i := 0; i < 6; i++ {
 		rc.NextPN[2]++ // a number never sent
-		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		rc.receiveUntil(ctx, t.PTO(), 0, func(q *packet) bool {
 			for _, f := range q.frames {
 				if a, ok := f.(*wire.AckFrame); ok && q.space == spaceApp && a.Acks(p.pn) {
@@ -488,8 +488,8 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	// connection ID (the server has discarded its Handshake keys and
 	// drops it); the 1-RTT PING behind it is what is judged.
 	coalesced := func(dcid []byte) *packet {
-		hs, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
-		one, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{DCID: dcid})
+		hs, _ := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{})
+		one, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{DCID: dcid})
 		p := rc.LastSent()
 		rc.Send(hs, one)
 		return p
@@ -510,7 +510,7 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	}
 	mark := t.mark()
 	probe := coalesced(spare.ConnectionID)
-	later := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	later := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	acked(later)
 	rc.Receive(ctx, t.PTO(), nil)
 	ps := t.rec.snapshot()
@@ -573,10 +573,10 @@ func classifySpin(ps []*packet) (kind string, reflected, total int) {
 func runInvSpinBit(ctx context.Context, t *T) {
 	var kinds []string
 	for i := 0; i < 2; i++ {
-		rc := t.rawEstablished(ctx, rawOptions{Label: fmt.Sprintf("spin-%d", i)}, func(rc *rawClient) { rc.Spin = true })
+		rc := t.rawEstablished(ctx, rawquic.Options{Label: fmt.Sprintf("spin-%d", i)}, func(rc *rawClient) { rc.Spin = true })
 		// Ping-pong rounds: each ACK flips the tester's spin value.
 		for r := 0; r < 12; r++ {
-			p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+			p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 			rc.receiveUntil(ctx, t.PTO(), 0, func(q *packet) bool {
 				for _, f := range q.frames {
 					if a, ok := f.(*wire.AckFrame); ok && q.space == spaceApp && a.Acks(p.pn) {
@@ -607,7 +607,7 @@ func runInvSpinBit(ctx context.Context, t *T) {
 }
 
 func runInvIPv4DF(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "df"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "df"})
 	if !rc.Peer.Addr().Unmap().Is4() {
 		t.Unsupported(fmt.Sprintf("The target %v is reached over IPv6, whose header has no DF bit.", rc.Peer))
 	}
@@ -621,7 +621,7 @@ func runInvIPv4DF(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The tester's scripted handshake did not complete: %v.", err))
 	}
 	rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
-	rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	rc.Receive(ctx, 100*time.Millisecond, nil)
 	withDF, total := obs.counts()
 	if total == 0 {
@@ -660,7 +660,7 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 	if n == 0 {
 		t.Inconclusive("The server sent no datagram.")
 	}
-	limit := defaultClientTP(nil).MaxUDPPayloadSize
+	limit := rawquic.DefaultClientTP(nil).MaxUDPPayloadSize
 	at := largest.at.Sub(rc.FirstSent).Round(time.Millisecond)
 	t.Fact("datagram.largest", largest.size)
 	t.Fact("datagram.largest-at", at.String())
@@ -827,7 +827,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "a 1-RTT packet with its reserved bits set"}, true, func() {
-				rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{ReservedBits: 3})
+				rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{ReservedBits: 3})
 			})
 		},
 	})
@@ -835,8 +835,8 @@ func init() {
 		ID: "pkt-reserved-bits-long", Title: "Handshake packet with reserved bits set", Family: "C", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9000("17.2", Must, "An endpoint MUST treat receipt of a packet that has a non-zero value for these bits after removing both packet and header protection as a connection error of type PROTOCOL_VIOLATION.")},
 		Run: func(ctx context.Context, t *T) {
-			rc := t.newRaw(ctx, rawOptions{Label: "reserved-long"})
-			rc.HandshakeOpts = longOpts{ReservedBits: 3}
+			rc := t.newRaw(ctx, rawquic.Options{Label: "reserved-long"})
+			rc.HandshakeOpts = rawquic.LongOpts{ReservedBits: 3}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "the Handshake packet carrying the client's Finished with its reserved bits set"}, true, func() {
 				rc.Handshake(ctx, t.Settle())
 			})
@@ -849,7 +849,7 @@ func init() {
 			rfc9000("17.2.4", Must, "Endpoints MUST treat receipt of Handshake packets with other frames as a connection error of type PROTOCOL_VIOLATION."),
 		},
 		Run: func(ctx context.Context, t *T) {
-			rc := t.newRaw(ctx, rawOptions{Label: "stream-in-handshake"})
+			rc := t.newRaw(ctx, rawquic.Options{Label: "stream-in-handshake"})
 			rc.HandshakeExtra = []wire.Frame{&wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n")}}
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: reqFrameNotPermitted, Codes: transportCodes(wire.ProtocolViolation), Describe: "a STREAM frame in the Handshake packet carrying the client's Finished"}, true, func() {
 				rc.Handshake(ctx, t.Settle())
@@ -862,7 +862,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "a 1-RTT packet with an empty payload"}, true, func() {
-				rc.Send1RTT(nil, shortOpts{PNLen: 4, NoPad: true})
+				rc.Send1RTT(nil, rawquic.ShortOpts{PNLen: 4, NoPad: true})
 			})
 		},
 	})
@@ -875,7 +875,7 @@ func init() {
 				t.Unsupported("The server advertised grease_quic_bit, so it may accept packets with the fixed bit cleared (family J).")
 			}
 			t.discardedPacket(ctx, rc, "fixed-bit", reqFixedBitDiscard, "a 1-RTT PING with the fixed bit cleared", func() *packet {
-				return rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{ClearFixed: true})
+				return rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{ClearFixed: true})
 			})
 		},
 	})
@@ -886,7 +886,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.discardedPacket(ctx, rc, "bad-aead", reqNoAckBeforeOpen, "a 1-RTT PING with a corrupted AEAD tag", func() *packet {
-				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 				pkt[len(pkt)-1] ^= 0xff
 				rc.Send(pkt)
 				return rc.LastSent()
@@ -899,7 +899,7 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.discardedPacket(ctx, rc, "short", t.sc.Requirements[0], "a 1-RTT packet too short to give a header protection sample", func() *packet {
-				return rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PNLen: 1, NoPad: true})
+				return rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{PNLen: 1, NoPad: true})
 			})
 		},
 	})

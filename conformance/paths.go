@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -72,9 +73,9 @@ type ccRun struct {
 
 func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 	scid := randomBytes(8)
-	tp := defaultClientTP(scid)
+	tp := rawquic.DefaultClientTP(scid)
 	tp.InitialMaxData = ccFlowLimit
-	rc := t.rawEstablished(ctx, rawOptions{Label: label, SCID: scid, TP: tp}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: label, SCID: scid, TP: tp}, nil)
 	t.needServerCID(rc)
 	if stp := rc.ServerTP(); stp != nil && stp.DisableActiveMigration {
 		t.Unsupported("The server sent disable_active_migration.")
@@ -95,7 +96,7 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 	// The rest of the bounded transfer, all acknowledged.
 	got := -1
 	for i := 0; i < 50 && ctx.Err() == nil; i++ {
-		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, rawquic.ShortOpts{})
 		rc.Receive(ctx, 30*time.Millisecond, nil)
 		s := rc.Stream(req.ID)
 		if s != nil && s.Received() == got {
@@ -105,7 +106,7 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 			got = s.Received()
 		}
 	}
-	rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
+	rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, rawquic.ShortOpts{})
 	rc.Receive(ctx, 10*time.Millisecond, nil)
 	path := 0
 	if ip.IsValid() {
@@ -117,7 +118,7 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 		rc.Migrate(np)
 		rc.DCID = append([]byte(nil), spare.ConnectionID...)
 		m2 := t.mark()
-		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 1200})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, rawquic.ShortOpts{PadTo: 1200})
 		if rc.receiveUntil(ctx, t.Settle(), m2, func(p *packet) bool { return p.path == np && p.has(wire.FrameTypePathChallenge) }) == nil {
 			run.problem = fmt.Sprintf("the server did not validate the new address %v", ip)
 			return run
@@ -127,7 +128,7 @@ func (t *T) runCC(ctx context.Context, label string, ip netip.Addr) ccRun {
 	}
 	rc.NoAcks = true
 	m3 := t.mark()
-	run.trig = rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: 64 << 20}, &wire.PingFrame{}}, shortOpts{})
+	run.trig = rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: 64 << 20}, &wire.PingFrame{}}, rawquic.ShortOpts{})
 	rc.awaitFlight(ctx, path, m3)
 	run.flight = t.flightAfter(rc, path, m3)
 	rc.NoAcks = false
@@ -166,7 +167,7 @@ func judgeCCReset(control ccRun, moves []ccRun) (Verdict, string) {
 }
 
 func runPathCCReset(ctx context.Context, t *T) {
-	probe := t.newRaw(ctx, rawOptions{Label: "address-check"})
+	probe := t.newRaw(ctx, rawquic.Options{Label: "address-check"})
 	ip, ok := probe.SecondLocalAddr()
 	if !ok {
 		t.Inconclusive("The tester has no second local IP address from which it can reach the target (2addr).")
@@ -202,11 +203,11 @@ func runPathCCReset(ctx context.Context, t *T) {
 }
 
 func runPathChallengeEcho(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
 	data := [8]byte(randomBytes(8))
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200})
+	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 1200})
 	sent := trig.at
 	resp := rc.receiveUntil(ctx, t.Settle(), mark, hasFrame[*wire.PathResponseFrame]())
 	if resp == nil {
@@ -252,11 +253,11 @@ func runPathChallengeEcho(ctx context.Context, t *T) {
 }
 
 func runPathChallengeSmall(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	rc.Receive(ctx, t.PTO(), nil)
 	data := [8]byte(randomBytes(8))
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 60})
+	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 60})
 	req := t.sc.Requirements[0]
 	if resp := rc.receiveUntil(ctx, t.Settle(), mark, hasFrame[*wire.PathResponseFrame]()); resp != nil {
 		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size), evidence(events(Trigger, trig), events(Response, resp))...)
@@ -264,7 +265,7 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 	}
 	// Control: the same challenge in a full-size datagram.
 	m2 := t.mark()
-	ctl := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, shortOpts{PadTo: 1200})
+	ctl := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, rawquic.ShortOpts{PadTo: 1200})
 	if resp := rc.receiveUntil(ctx, t.Settle(), m2, hasFrame[*wire.PathResponseFrame]()); resp != nil {
 		t.Fail("answered", req, fmt.Sprintf("The server ignored a PATH_CHALLENGE in a %d-byte packet but answered the same challenge in a 1200-byte datagram.", trig.ev.Size), evidence(events(Trigger, trig, ctl), events(Response, resp))...)
 		return
@@ -273,7 +274,7 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 }
 
 func runPathProbeNewPort(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	t.needServerCID(rc)
 	if tp := rc.ServerTP(); tp != nil && tp.DisableActiveMigration {
 		// RFC 9000 §9: the tester must not send probing packets from
@@ -295,7 +296,7 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	}
 	data := [8]byte(randomBytes(8))
 	mark := t.mark()
-	trig := rc.Send1RTTOn(np, []wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200, DCID: dcid})
+	trig := rc.Send1RTTOn(np, []wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 1200, DCID: dcid})
 	rc.Request(t.profile.SmallPath) // application data goes on over the old path
 	resp := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool {
 		for _, f := range p.frames {
@@ -351,7 +352,7 @@ func (rc *rawClient) giveSpareCIDs() {
 		frames = append(frames, &wire.NewConnectionIDFrame{SequenceNumber: s, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))})
 	}
 	if len(frames) > 0 {
-		rc.Send1RTT(frames, shortOpts{})
+		rc.Send1RTT(frames, rawquic.ShortOpts{})
 	}
 }
 
@@ -371,7 +372,7 @@ type rebinding struct {
 // download go on from there. silent makes the tester stop everything
 // after one packet from the new port (no PATH_RESPONSE, no ACKs).
 func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	t.needServerCID(rc)
 	rb := &rebinding{rc: rc, tp: rc.ServerTP()}
 	rc.giveSpareCIDs()
@@ -390,13 +391,13 @@ func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 	rb.np, rb.at, rb.mark = np, time.Now(), t.mark()
 	if silent {
 		rc.NoPathResponse = map[int]bool{np: true}
-		rb.trig = rc.Send1RTTOn(np, []wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{PadTo: 100})
+		rb.trig = rc.Send1RTTOn(np, []wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, rawquic.ShortOpts{PadTo: 100})
 		rc.Silent = true
 		rc.Receive(ctx, t.Settle(), nil)
 		return rb
 	}
 	rc.Migrate(np)
-	rb.trig = rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{})
+	rb.trig = rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, rawquic.ShortOpts{})
 	deadline := time.Now().Add(max(t.Settle(), 3*time.Second))
 	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.PeerClosed {
 		rc.Receive(ctx, t.PTO(), func() bool { return rc.ResponseDone(req) })
@@ -405,7 +406,7 @@ func (t *T) rebind(ctx context.Context, silent bool) *rebinding {
 			break
 		}
 		// Keep the new path alive even when the server sends nothing.
-		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2), &wire.PingFrame{}}, rawquic.ShortOpts{})
 	}
 	rc.Receive(ctx, t.PTO(), nil)
 	return rb
@@ -578,7 +579,7 @@ func runPathOldPathValidated(ctx context.Context, t *T) {
 }
 
 func runPathMigrationDisabled(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	if tp := rc.ServerTP(); tp == nil || !tp.DisableActiveMigration {
 		t.Unsupported("The server did not send disable_active_migration.")
 	}
@@ -590,7 +591,7 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 	rc.Migrate(np)
 	var trig []*packet
 	for i := 0; i < 3; i++ {
-		trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		trig = append(trig, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	rc.Receive(ctx, t.Settle(), nil)
@@ -608,7 +609,7 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 // a new port (or, with newAddr, another local IP address) with a new
 // server connection ID, and fetches the small resource there.
 func runPathActiveMigration(ctx context.Context, t *T, newAddr bool) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	t.needServerCID(rc)
 	tp := rc.ServerTP()
 	if tp != nil && tp.DisableActiveMigration {
@@ -699,7 +700,7 @@ func runPathResponseUnsolicited(ctx context.Context, t *T) {
 }
 
 func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	t.needServerCID(rc)
 	rc.receiveUntil(ctx, t.Settle(), 0, hasFrame[*wire.NewTokenFrame]())
 	if len(framesOf[*wire.NewTokenFrame](t.rec.snapshot(), rc.trace.id, 0, false)) == 0 {
@@ -714,7 +715,7 @@ func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
 	}
 	mark := t.mark()
 	rc.Migrate(np)
-	trig := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	trig := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	req := t.sc.Requirements[0]
 	resp := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool { return p.path == np && p.has(wire.FrameTypePathChallenge) })
 	if resp == nil {
@@ -791,7 +792,7 @@ func preferredTarget(pa wire.PreferredAddress, cur netip.AddrPort) (netip.AddrPo
 // unsupported without preferred_address and inconclusive when the address
 // cannot be used or does not answer.
 func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "raw"}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 	tp := rc.ServerTP()
 	if tp == nil || !tp.HasPreferredAddress {
 		t.Unsupported("The server sent no preferred_address.")
@@ -817,7 +818,7 @@ func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
 	pp.mark = t.mark()
 	data := [8]byte(randomBytes(8))
 	for try := 0; try < 3 && pp.resp == nil && ctx.Err() == nil; try++ {
-		p := rc.Send1RTTOn(np, []wire.Frame{&wire.PathChallengeFrame{Data: data}}, shortOpts{PadTo: 1200, DCID: pp.pa.ConnectionID})
+		p := rc.Send1RTTOn(np, []wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 1200, DCID: pp.pa.ConnectionID})
 		if pp.probe == nil {
 			pp.probe = p
 		}
@@ -889,8 +890,8 @@ func runPrefAddrNoEarlySwitch(ctx context.Context, t *T) {
 	// carries the tester's probes and its answers to the server's.
 	start := time.Now()
 	for time.Since(start) < t.Settle() && ctx.Err() == nil && !rc.PeerClosed {
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
-		rc.Send1RTTOn(pp.np, []wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, shortOpts{PadTo: 1200, DCID: pp.pa.ConnectionID})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
+		rc.Send1RTTOn(pp.np, []wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, rawquic.ShortOpts{PadTo: 1200, DCID: pp.pa.ConnectionID})
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	var onPref, onOrig []*packet

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -420,7 +421,7 @@ func (t *T) rawProvokeOnce(ctx context.Context, rc *rawClient, e Expectation, es
 	}
 	for waited := time.Duration(0); waited < t.Settle() && !closed() && ctx.Err() == nil; waited += t.PTO() {
 		if rc.Seal[2] != nil && rc.HandshakeSent {
-			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+			rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		}
 		rc.Receive(ctx, t.PTO(), closed)
 	}

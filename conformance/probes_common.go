@@ -56,7 +56,7 @@ func firstFlightSchedule(ps []*packet, conn int) []string {
 // the same packet rather than in one of its own ahead of it (as Request
 // sends it), so that a packet that must travel alone (coalesced with the
 // Finished, or in 0-RTT) carries everything.
-func (rc *rawClient) inlineRequest(alpn, path string) ([]wire.Frame, *rawRequest) {
+func (rc *rawClient) inlineRequest(alpn, path string) ([]wire.Frame, *rawquic.Request) {
 	var frames []wire.Frame
 	if alpn == h3.ALPNH3 && !rc.H3Control {
 		rc.H3Control = true
@@ -116,7 +116,7 @@ func (rc *rawClient) burst(n int, skip map[int]bool) []*packet {
 			continue
 		}
 		pn := base + uint64(i)
-		out = append(out, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PN: &pn}))
+		out = append(out, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{PN: &pn}))
 	}
 	rc.NextPN[2] = base + uint64(n)
 	return out
@@ -166,7 +166,7 @@ func (t *T) judgeOwn(name string, req Requirement, judge func(connRecord) (strin
 // awaitRequests lets the raw client receive until every request is
 // answered in full, the server closes, or d passes. Unlike Await it never
 // resends a request: the order of the bytes is the point.
-func (rc *rawClient) awaitRequests(ctx context.Context, d time.Duration, reqs ...*rawRequest) {
+func (rc *rawClient) awaitRequests(ctx context.Context, d time.Duration, reqs ...*rawquic.Request) {
 	rc.Receive(ctx, d, func() bool {
 		if rc.PeerClosed {
 			return true
@@ -268,7 +268,7 @@ const unknownFrameType = 0x1d6c
 
 // rawHandshake completes a raw handshake or ends the scenario.
 func (t *T) rawHandshake(ctx context.Context) *rawClient {
-	rc := t.newRaw(ctx, rawOptions{Label: "raw"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "raw"})
 	if err := rc.Handshake(ctx, t.Settle()+2*time.Second); err != nil {
 		ps := received(t.rec.snapshot(), rc.trace.id, 0)
 		t.Inconclusive(fmt.Sprintf("The tester's scripted handshake did not complete: %v.", err), events(Context, lastN(ps, 3)...)...)
@@ -284,7 +284,7 @@ func (t *T) discardedPacket(ctx context.Context, rc *rawClient, name string, req
 	bad := send()
 	var pings []*packet
 	for waited := time.Duration(0); waited < t.Settle(); waited += t.PTO() {
-		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+		pings = append(pings, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		rc.Receive(ctx, t.PTO(), nil)
 	}
 	ps := t.rec.snapshot()
@@ -325,9 +325,9 @@ func (v *fcViolation) String() string {
 // edit.
 func (t *T) fcClient(ctx context.Context, label string, edit func(tp *wire.TransportParameters)) (*rawClient, *wire.TransportParameters) {
 	scid := randomBytes(8)
-	tp := defaultClientTP(scid)
+	tp := rawquic.DefaultClientTP(scid)
 	edit(tp)
-	rc := t.rawEstablished(ctx, rawOptions{Label: label, SCID: scid, TP: tp}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: label, SCID: scid, TP: tp}, nil)
 	return rc, tp
 }
 
@@ -523,7 +523,7 @@ func (t *T) datagramsReceived(conn int) int {
 // sendUnknownVersion sends one Initial of a reserved version in a datagram
 // of size bytes and returns the sent packet.
 func sendUnknownVersion(ctx context.Context, rc *rawClient, size int) *packet {
-	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: size})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, rawquic.LongOpts{PadTo: size})
 	rc.Send(pkt)
 	return rc.LastSent()
 }
@@ -531,7 +531,7 @@ func sendUnknownVersion(ctx context.Context, rc *rawClient, size int) *packet {
 // vnProbe sends an unknown-version Initial and collects the Version
 // Negotiation replies to that single datagram.
 func vnProbe(ctx context.Context, t *T, label string, dcid, scid []byte, size int) (*packet, []*packet) {
-	rc := t.newRaw(ctx, rawOptions{Label: label, Version: reservedVersion, DCID: dcid, SCID: scid})
+	rc := t.newRaw(ctx, rawquic.Options{Label: label, Version: reservedVersion, DCID: dcid, SCID: scid})
 	trig := sendUnknownVersion(ctx, rc, size)
 	vns := func() []*packet { return classify(t.rec.snapshot(), rc.trace.id).vn }
 	rc.Receive(ctx, t.Settle(), func() bool { return len(vns()) > 0 })

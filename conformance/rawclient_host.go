@@ -8,19 +8,20 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
 // rawClient is the scripted raw endpoint as the scenarios drive it: the
 // client with the scenario's T and the recorder's trace of its connection.
 type rawClient struct {
-	*rawCore[*packet]
+	*rawquic.Client[*packet]
 	t     *T
 	trace *connTrace
 }
 
 // newRaw opens a raw client socket towards the target.
-func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
+func (t *T) newRaw(ctx context.Context, o rawquic.Options) *rawClient {
 	ua, err := net.ResolveUDPAddr("udp", t.profile.Target.Address)
 	if err != nil {
 		t.Inconclusive(fmt.Sprintf("The target address %q does not resolve: %v.", t.profile.Target.Address, err))
@@ -39,7 +40,7 @@ func (t *T) newRaw(ctx context.Context, o rawOptions) *rawClient {
 	}
 	o.ServerName = t.profile.sni()
 	rc := &rawClient{t: t, trace: t.rec.newConn(o.Label)}
-	rc.rawCore = newRawCore[*packet](rawHostOf{t, rc.trace}, uc, o)
+	rc.Client = rawquic.New[*packet](rawHostOf{t, rc.trace}, uc, o)
 	rc.trace.setAddrs(rc.Local, rc.Peer)
 	return rc
 }
@@ -64,7 +65,7 @@ func (h rawHostOf) Datagram(at time.Time, sent bool, local, peer netip.AddrPort,
 	h.t.rec.addDatagram(datagramRec{at: at, sent: sent, local: local, peer: peer, b: b})
 }
 
-func (h rawHostOf) Packet(i rawPacketInfo, payload []byte) *packet {
+func (h rawHostOf) Packet(i rawquic.PacketInfo, payload []byte) *packet {
 	m := pktMeta{path: i.Path, ecn: i.ECN, firstByte: i.FirstByte, keyPhase: i.KeyPhase, local: i.Local}
 	return h.c.recordMeta(i.Sent, i.At, i.Type, i.Version, i.Space, i.PN, i.DCID, i.SCID, i.Size, i.Datagram, payload, m)
 }

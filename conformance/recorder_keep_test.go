@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -20,7 +21,7 @@ func (c *clock) next() time.Time {
 
 // addAt records a 1-RTT packet at the clock's next time.
 func (j *judgeConn) addAt(c *clock, sent bool, pn uint64, firstByte byte, frames ...wire.Frame) {
-	j.tr.recordMeta(sent, c.next(), wire.PacketType1RTT, 0, 2, pn, nil, nil, 50, 50, appendFrames(nil, frames), pktMeta{firstByte: firstByte})
+	j.tr.recordMeta(sent, c.next(), wire.PacketType1RTT, 0, 2, pn, nil, nil, 50, 50, rawquic.AppendFrames(nil, frames), pktMeta{firstByte: firstByte})
 }
 
 // download records a download on j: n server 1-RTT packets of STREAM

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
@@ -28,7 +29,7 @@ var (
 // (HANDSHAKE_DONE, NEW_TOKEN, tickets) settle, and returns the client
 // with the server's max_ack_delay and ack_delay_exponent.
 func (t *T) recRaw(ctx context.Context, label string, setup func(*rawClient)) (*rawClient, serverAckParams) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: label}, setup)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: label}, setup)
 	rc.Receive(ctx, min(t.PTO(), 200*time.Millisecond), nil)
 	return rc, ackParamsOf(rc.ServerTP())
 }
@@ -98,7 +99,7 @@ func runAckHandshakeImmediate(ctx context.Context, t *T) {
 	var mad time.Duration
 	stoodIn := 0
 	for i := 0; i < 3 && ctx.Err() == nil; i++ {
-		rc := t.rawEstablished(ctx, rawOptions{Label: fmt.Sprintf("connection %d", i+1)}, nil)
+		rc := t.rawEstablished(ctx, rawquic.Options{Label: fmt.Sprintf("connection %d", i+1)}, nil)
 		rc.Receive(ctx, 50*time.Millisecond, nil)
 		mad = ackParamsOf(rc.ServerTP()).maxAckDelay
 		ps := t.rec.snapshot()
@@ -361,7 +362,7 @@ func runAckReorderImmediate(ctx context.Context, t *T) {
 		rc.Receive(ctx, 10*time.Millisecond, nil)
 		held := rc.NextPN[2]
 		rc.NextPN[2]++
-		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		trig = append(trig, p)
 		m := t.mark()
 		a := rc.receiveUntil(ctx, 100*time.Millisecond, m, func(q *packet) bool { return ackedBy([]*packet{q}, rc.trace.id, 2, p.pn) != nil })
@@ -371,7 +372,7 @@ func runAckReorderImmediate(ctx context.Context, t *T) {
 		}
 		pr.add(d, rtt, ap.maxAckDelay)
 		rc.Receive(ctx, max(0, 100*time.Millisecond-time.Since(p.at)), nil)
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{PN: &held})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{PN: &held})
 		rc.Receive(ctx, 50*time.Millisecond, nil)
 	}
 	t.Fact("ack.gap-delays", durations(pr.delays))
@@ -780,7 +781,7 @@ func (rc *rawClient) isolatedPingsRaw(ctx context.Context, n int, gap time.Durat
 // receiveStream receives until the response stream of req holds n
 // contiguous bytes (framing included: an h3 DATA frame may span the
 // whole body), completes, or d passes; it returns the stream's length.
-func (rc *rawClient) receiveStream(ctx context.Context, req *rawRequest, n int, d time.Duration) (int, bool) {
+func (rc *rawClient) receiveStream(ctx context.Context, req *rawquic.Request, n int, d time.Duration) (int, bool) {
 	got := func() (int, bool) {
 		s := rc.Stream(req.ID)
 		if s == nil {
@@ -887,7 +888,7 @@ func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	// is not part of the flight: it creates no state on the server (RFC
 	// 9000 §17.2.5), so nothing of it is retransmitted, and a server that
 	// always sends Retry must be judged on the flight that follows.
-	rc := t.newRaw(ctx, rawOptions{Label: "silent"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "silent"})
 	rc.Silent = true
 	rc.SendClientHello(ctx, 1200)
 	pick := rc.onPath(0)
@@ -1048,7 +1049,7 @@ func (t *T) flightRounds(ctx context.Context, label string) (rounds []int, lossR
 		if done {
 			break
 		}
-		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{rc.AckFrame(2)}, rawquic.ShortOpts{})
 	}
 	return rounds, lossRound, running
 }
@@ -1160,7 +1161,7 @@ func initialWindow(mds int) int {
 }
 
 func runRecInitialWindow(ctx context.Context, t *T) {
-	rc := t.rawEstablished(ctx, rawOptions{Label: "no-acks"}, func(rc *rawClient) { rc.NoAcks = true })
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "no-acks"}, func(rc *rawClient) { rc.NoAcks = true })
 	reqSent := time.Now()
 	rc.Request(t.profile.Target.LargePath)
 	rc.Receive(ctx, 20*time.Millisecond, nil)
@@ -1278,7 +1279,7 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 		}
 		if a := rc.AckFrameOf(2, pns); a.LargestAcked() != lastLargest {
 			lastLargest = a.LargestAcked()
-			rc.Send1RTT([]wire.Frame{a}, shortOpts{})
+			rc.Send1RTT([]wire.Frame{a}, rawquic.ShortOpts{})
 		}
 	}
 	rc.NoAcks = false

@@ -25,7 +25,7 @@ func runStopSendingReset(ctx context.Context, t *T) {
 		code = 0x10c // H3_REQUEST_CANCELLED
 	}
 	mark := t.mark()
-	ss := rc.Send1RTT([]wire.Frame{&wire.StopSendingFrame{StreamID: req.ID, ErrorCode: code}}, shortOpts{})
+	ss := rc.Send1RTT([]wire.Frame{&wire.StopSendingFrame{StreamID: req.ID, ErrorCode: code}}, rawquic.ShortOpts{})
 	trig := events(Trigger, ss)
 	var reset *packet
 	var rs *wire.ResetStreamFrame
@@ -107,7 +107,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 	}
 	total := limit + 50
 	allowed := limit
-	var reqs []*rawRequest
+	var reqs []*rawquic.Request
 	var firstRaise, blocked *packet
 	scanned := t.mark()
 	// update reads the server's MAX_STREAMS (bidirectional) frames
@@ -143,7 +143,7 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 		if blocked != nil {
 			break
 		}
-		blocked = rc.Send1RTT([]wire.Frame{&wire.StreamsBlockedFrame{Bidi: true, Limit: allowed}}, shortOpts{})
+		blocked = rc.Send1RTT([]wire.Frame{&wire.StreamsBlockedFrame{Bidi: true, Limit: allowed}}, rawquic.ShortOpts{})
 	}
 	rc.awaitRequests(ctx, t.Settle(), reqs...)
 	done := 0
@@ -324,12 +324,12 @@ func runStreamServerRespectsLimits(ctx context.Context, t *T) {
 	// The active connection: no stream credit at all for the server
 	// (HTTP/3 needs three unidirectional streams, RFC 9114 §6.2).
 	scid := randomBytes(8)
-	tp := defaultClientTP(scid)
+	tp := rawquic.DefaultClientTP(scid)
 	tp.InitialMaxStreamsBidi = 0
 	if t.alpn() != h3.ALPNH3 {
 		tp.InitialMaxStreamsUni = 0
 	}
-	rc := t.rawEstablished(ctx, rawOptions{Label: "no-server-streams", SCID: scid, TP: tp}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "no-server-streams", SCID: scid, TP: tp}, nil)
 	if _, err := rc.Fetch(ctx, t.profile.SmallPath, t.Settle()); err != nil {
 		t.Fact("streams.active-fetch", err.Error())
 	}
@@ -358,7 +358,7 @@ func (rc *rawClient) healthy(ctx context.Context) bool {
 	if rc.PeerClosed {
 		return false
 	}
-	p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	p := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	ok := rc.receiveUntil(ctx, rc.t.Settle(), 0, func(q *packet) bool {
 		for _, f := range q.frames {
 			if a, ok := f.(*wire.AckFrame); ok && q.space == spaceApp && a.Acks(p.pn) {
@@ -373,7 +373,7 @@ func (rc *rawClient) healthy(ctx context.Context) bool {
 // reorderedRequest sends the small request as the frames split returns,
 // each in its own packet and datagram 10 ms apart, and judges whether the
 // server reassembled and answered it (catalogue stream-fin-before-data).
-func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawRequest) []*wire.StreamFrame, what string) {
+func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawquic.Request) []*wire.StreamFrame, what string) {
 	rc := t.rawHandshake(ctx)
 	req := rc.PrepareRequest(0, t.profile.SmallPath)
 	mark := t.mark()
@@ -382,7 +382,7 @@ func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawR
 		if i > 0 {
 			sleep(ctx, 10*time.Millisecond)
 		}
-		trig = append(trig, rc.Send1RTT([]wire.Frame{f}, shortOpts{}))
+		trig = append(trig, rc.Send1RTT([]wire.Frame{f}, rawquic.ShortOpts{}))
 	}
 	rc.awaitRequests(ctx, t.Settle(), req)
 	body, done := rc.Body(req)
@@ -433,11 +433,11 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 		t.Unsupported(fmt.Sprintf("The server allows %d client bidirectional streams; the scenario needs 3.", tp.InitialMaxStreamsBidi))
 	}
 	mark := t.mark()
-	reqs := make([]*rawRequest, 3)
+	reqs := make([]*rawquic.Request, 3)
 	var trig []*packet
 	for i, id := range []uint64{8, 0, 4} {
 		reqs[i] = rc.PrepareRequest(id, t.profile.SmallPath)
-		trig = append(trig, rc.Send1RTT([]wire.Frame{reqs[i].Frame}, shortOpts{}))
+		trig = append(trig, rc.Send1RTT([]wire.Frame{reqs[i].Frame}, rawquic.ShortOpts{}))
 		if i == 0 {
 			// Let stream 8 open alone before its lower neighbours speak.
 			rc.Receive(ctx, 20*time.Millisecond, nil)
@@ -455,7 +455,7 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
-	answered := func(req *rawRequest) bool { return rc.ResponseDone(req) }
+	answered := func(req *rawquic.Request) bool { return rc.ResponseDone(req) }
 	for _, i := range []int{1, 2} {
 		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].ID); len(errs) > 0 && !answered(reqs[i]) {
 			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].ID), evidence(events(Trigger, trig...), events(Response, errs...))...)
@@ -482,9 +482,9 @@ func runStreamOverlapDifferent(ctx context.Context, t *T) {
 	bad := append([]byte(nil), req.Frame.Data[:3]...)
 	bad[2] ^= 0x0c // "GET" becomes "GEX"
 	mark := t.mark()
-	first := rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: req.ID, Data: bad}}, shortOpts{})
+	first := rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: req.ID, Data: bad}}, rawquic.ShortOpts{})
 	sleep(ctx, 10*time.Millisecond)
-	second := rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
+	second := rc.Send1RTT([]wire.Frame{req.Frame}, rawquic.ShortOpts{})
 	trig := events(Trigger, first, second)
 	rc.awaitRequests(ctx, t.Settle(), req)
 	ps := t.rec.snapshot()
@@ -517,7 +517,7 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 	if n < 2 {
 		t.Unsupported("The server allows fewer than three client bidirectional streams, so two cannot run beside the control request.")
 	}
-	reqs := make([]*rawRequest, n)
+	reqs := make([]*rawquic.Request, n)
 	for i := range reqs {
 		reqs[i] = rc.PrepareRequest(clientBidi(uint64(i)+1), t.profile.SmallPath)
 	}
@@ -536,7 +536,7 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 					fs = append(fs, &wire.StreamFrame{StreamID: r.ID, Offset: uint64(mid), Data: d[mid:], Fin: true})
 				}
 			}
-			trig = append(trig, rc.Send1RTT(fs, shortOpts{}))
+			trig = append(trig, rc.Send1RTT(fs, rawquic.ShortOpts{}))
 		}
 	}
 	rc.awaitRequests(ctx, t.Settle(), reqs...)
@@ -617,7 +617,7 @@ func init() {
 		ID: "stream-fin-before-data", Title: "FIN arrives before the request bytes", Family: "D", Needs: []string{NeedApp},
 		Requirements: []Requirement{reqOrderedDelivery},
 		Run: func(ctx context.Context, t *T) {
-			t.reorderedRequest(ctx, "fin-first", func(req *rawRequest) []*wire.StreamFrame {
+			t.reorderedRequest(ctx, "fin-first", func(req *rawquic.Request) []*wire.StreamFrame {
 				f := req.Frame
 				return []*wire.StreamFrame{
 					{StreamID: f.StreamID, Offset: uint64(len(f.Data)), Fin: true},
@@ -630,7 +630,7 @@ func init() {
 		ID: "stream-out-of-order-data", Title: "Request split in three, sent in reverse order", Family: "D", Needs: []string{NeedApp},
 		Requirements: []Requirement{reqOrderedDelivery},
 		Run: func(ctx context.Context, t *T) {
-			t.reorderedRequest(ctx, "reversed", func(req *rawRequest) []*wire.StreamFrame {
+			t.reorderedRequest(ctx, "reversed", func(req *rawquic.Request) []*wire.StreamFrame {
 				f := req.Frame
 				n := len(f.Data)
 				a, b := n/3, 2*n/3

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
@@ -26,7 +27,7 @@ func newJudgeConn(t *testing.T) *judgeConn {
 // add records a packet in space sp; firstByte 0 leaves it unknown.
 func (j *judgeConn) add(sent bool, sp int, pn uint64, firstByte byte, frames ...wire.Frame) {
 	pt := []wire.PacketType{wire.PacketTypeInitial, wire.PacketTypeHandshake, wire.PacketType1RTT}[sp]
-	j.tr.recordMeta(sent, time.Now(), pt, 0, sp, pn, nil, nil, 50, 50, appendFrames(nil, frames), pktMeta{firstByte: firstByte})
+	j.tr.recordMeta(sent, time.Now(), pt, 0, sp, pn, nil, nil, 50, 50, rawquic.AppendFrames(nil, frames), pktMeta{firstByte: firstByte})
 }
 
 func (j *judgeConn) record() connRecord { return j.tt.records()[0] }
@@ -36,7 +37,7 @@ func ack(lo, hi uint64) *wire.AckFrame {
 }
 
 func TestJudgeFlowControl(t *testing.T) {
-	tp := defaultClientTP(nil)
+	tp := rawquic.DefaultClientTP(nil)
 	tp.InitialMaxStreamDataBidiLocal = 1000
 	tp.InitialMaxData = 3000
 	j := newJudgeConn(t)
@@ -122,7 +123,7 @@ func TestJudgeAckOnlyReceived(t *testing.T) {
 
 func TestJudgeServerStreams(t *testing.T) {
 	// A real ClientHello carrying the tester's parameters.
-	tp := defaultClientTP([]byte{1, 2, 3, 4})
+	tp := rawquic.DefaultClientTP([]byte{1, 2, 3, 4})
 	tp.InitialMaxStreamsBidi, tp.InitialMaxStreamsUni = 0, 1
 	c := tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{ServerName: "x", NextProtos: []string{"hq-interop"}, MinVersion: tls.VersionTLS13}})
 	defer c.Close()

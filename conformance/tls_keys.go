@@ -42,7 +42,7 @@ func registerHelloWithout(id, title string, ext uint16, name string, alert uint8
 // before the ClientHello, for judgeProvoked.
 func (t *T) helloExchange(ctx context.Context, label string, edit func(h *rawquic.ClientHello) error) (*rawClient, int) {
 	var editErr error
-	rc := t.newRaw(ctx, rawOptions{Label: label, RewriteHello: rawquic.EditClientHello(edit, &editErr)})
+	rc := t.newRaw(ctx, rawquic.Options{Label: label, RewriteHello: rawquic.EditClientHello(edit, &editErr)})
 	rc.ClientHello(ctx)
 	if editErr != nil {
 		t.Errorf("rewrite the ClientHello: %v", editErr)
@@ -64,11 +64,11 @@ func (t *T) helloExchange(ctx context.Context, label string, edit func(h *rawqui
 		}
 		if rc.ServerSCID == nil {
 			// Nothing from the server yet: the first flight again.
-			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, longOpts{PadTo: 1200})
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: rc.ClientHello(ctx)}}, rawquic.LongOpts{PadTo: 1200})
 			rc.Send(pkt)
 			continue
 		}
-		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
+		pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{PadTo: 1200})
 		rc.Send(pkt)
 	}
 	return rc, mark
@@ -169,7 +169,7 @@ func (t *T) keyPhaseReady(ctx context.Context) *rawClient {
 	rc := t.rawHandshake(ctx)
 	rc.Receive(ctx, t.PTO(), nil)
 	m := t.mark()
-	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	if rc.receiveUntil(ctx, t.Settle(), m, acks(2, pg.pn)) == nil {
 		t.Inconclusive("Before any key update, the server did not acknowledge a PING.", events(Trigger, pg)...)
 	}
@@ -183,14 +183,14 @@ func runKeyUpdateConsecutive(ctx context.Context, t *T) {
 	// second leaves before the tester could have seen an acknowledgment
 	// of the first.
 	rc.updateKeys()
-	first := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	first := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	rc.updateKeys()
-	second := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	second := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	var later []*packet
 	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed && ctx.Err() == nil; waited += t.PTO() {
 		rc.Receive(ctx, t.PTO(), func() bool { return rc.PeerClosed })
 		if !rc.PeerClosed {
-			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		}
 	}
 	outcome, sentence, evs := judgeConsecutive(t.rec.snapshot(), rc.trace.id, mark, first, second, later)
@@ -247,7 +247,7 @@ func runKeyUpdateBogusPhase(ctx context.Context, t *T) {
 	mark := t.mark()
 	var bad *packet
 	t.discardedPacket(ctx, rc, "discarded", req, "a packet with the Key Phase bit flipped that no key can open", func() *packet {
-		bad = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{KeyPhase: true, Keys: bogus, HP: k.HeaderProtector()})
+		bad = rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{KeyPhase: true, Keys: bogus, HP: k.HeaderProtector()})
 		return bad
 	})
 	if p := phaseSwitch(t.rec.snapshot(), rc.trace.id, mark, phase); p != nil {
@@ -273,19 +273,19 @@ func runKeyUpdateOldKeysAfterNew(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	old := rc.updateKeys()
 	m := t.mark()
-	fresh := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	fresh := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	if rc.receiveUntil(ctx, t.Settle(), m, acks(2, fresh.pn)) == nil {
 		t.Inconclusive("The server did not acknowledge the tester's first packet under the new keys, so the key update never completed.", events(Trigger, fresh)...)
 	}
 	// Within one PTO of the update: a PING with a higher packet number,
 	// protected with the keys of the previous phase.
 	mark := t.mark()
-	stale := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{KeyPhase: true, Keys: old})
+	stale := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{KeyPhase: true, Keys: old})
 	var later []*packet
 	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed && ctx.Err() == nil; waited += t.PTO() {
 		rc.Receive(ctx, t.PTO(), func() bool { return rc.PeerClosed })
 		if !rc.PeerClosed {
-			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{}))
+			later = append(later, rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{}))
 		}
 	}
 	ps := t.rec.snapshot()
@@ -429,9 +429,9 @@ const tlsFinished = 20
 func (t *T) finishedHold() time.Duration { return max(2*t.RTT(), 200*time.Millisecond) }
 
 func runEarly1RTTNotProcessed(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "request before Finished"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "request before Finished"})
 	var (
-		req   *rawRequest
+		req   *rawquic.Request
 		early []uint64 // the tester's 1-RTT packets sent before its Finished
 		hold  time.Duration
 	)
@@ -507,20 +507,20 @@ func earlyProcessed(ps []*packet, conn int, finAt time.Time, early []uint64, id 
 }
 
 func runInitialKeysDiscarded(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "Initial after Handshake"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "Initial after Handshake"})
 	var hsPing, ack, initPing *packet
 	rc.BeforeFinished = func() {
 		// A Handshake packet the server must acknowledge, sent before the
 		// Finished so that the server is still mid-handshake.
 		m := t.mark()
-		pkt, pn := rc.LongPacket(1, []wire.Frame{rc.AckFrame(1), &wire.PingFrame{}}, longOpts{})
+		pkt, pn := rc.LongPacket(1, []wire.Frame{rc.AckFrame(1), &wire.PingFrame{}}, rawquic.LongOpts{})
 		hsPing = rc.LastSent()
 		rc.Send(pkt)
 		if ack = rc.receiveUntil(ctx, t.Settle(), m, acks(1, pn)); ack == nil {
 			return
 		}
 		// Catalogue: one more Initial packet, a padded PING.
-		pkt, _ = rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, longOpts{PadTo: 1200})
+		pkt, _ = rc.LongPacket(0, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{PadTo: 1200})
 		initPing = rc.LastSent()
 		rc.Send(pkt)
 		rc.Receive(ctx, t.finishedHold(), nil)
@@ -565,7 +565,7 @@ func initialAfter(ps []*packet, conn int, at time.Time) *packet {
 }
 
 func runCryptoExtendsOldLevel(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "Initial CRYPTO after Handshake flight"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "Initial CRYPTO after Handshake flight"})
 	if !rc.earlyFlight(ctx, t.Settle()) {
 		t.Inconclusive(fmt.Sprintf("The server's first flight did not give the tester Handshake keys within %v.", t.Settle().Round(time.Millisecond)))
 	}
@@ -575,7 +575,7 @@ func runCryptoExtendsOldLevel(ctx context.Context, t *T) {
 	// its body.
 	mark := t.mark()
 	extra := append([]byte{tlsFinished, 0, 0, 32}, randomBytes(16)...)
-	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.CryptoFrame{Offset: rc.CryptoOff[0], Data: extra}}, longOpts{PadTo: 1200})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.CryptoFrame{Offset: rc.CryptoOff[0], Data: extra}}, rawquic.LongOpts{PadTo: 1200})
 	rc.Send(pkt)
 	done := t.finishAfterOffence(ctx, rc, mark)
 	t.judgeProvoked(rc.trace, done, mark, Expectation{Check: "close", Req: t.sc.Requirements[1], Codes: transportCodes(wire.ProtocolViolation),
@@ -597,7 +597,7 @@ func (t *T) finishAfterOffence(ctx context.Context, rc *rawClient, mark int) boo
 	rc.Flush()
 	rc.Receive(ctx, t.Settle(), func() bool { return rc.Confirmed || closed() })
 	for waited := time.Duration(0); waited < t.Settle() && rc.Confirmed && !closed() && ctx.Err() == nil; waited += t.PTO() {
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 		rc.Receive(ctx, t.PTO(), closed)
 	}
 	return rc.Confirmed
@@ -607,7 +607,7 @@ func runTrailingCryptoData(ctx context.Context, t *T) {
 	// The first bytes of a further handshake message: the type and two of
 	// the three length bytes of a Finished.
 	trailing := []byte{tlsFinished, 0, 0}
-	rc := t.newRaw(ctx, rawOptions{Label: "ClientHello and trailing bytes", RewriteHello: func(ch []byte) []byte {
+	rc := t.newRaw(ctx, rawquic.Options{Label: "ClientHello and trailing bytes", RewriteHello: func(ch []byte) []byte {
 		return append(ch, trailing...)
 	}})
 	rc.ClientHello(ctx)
@@ -845,7 +845,7 @@ func (c *ticketCache) earlyData() (have, early bool) {
 // does not allow early data.
 func (t *T) rawTicket(ctx context.Context, alpn string) *ticketCache {
 	cache := &ticketCache{}
-	rc := t.rawEstablished(ctx, rawOptions{Label: "ticket (" + alpn + ")", ALPN: []string{alpn}, Sessions: cache}, nil)
+	rc := t.rawEstablished(ctx, rawquic.Options{Label: "ticket (" + alpn + ")", ALPN: []string{alpn}, Sessions: cache}, nil)
 	rc.Receive(ctx, t.Settle(), func() bool { have, _ := cache.earlyData(); return have })
 	have, early := cache.earlyData()
 	if !have {
@@ -862,7 +862,7 @@ func (t *T) rawTicket(ctx context.Context, alpn string) *ticketCache {
 type early0RTT struct {
 	rc    *rawClient
 	sent  []*packet // the tester's 0-RTT packets
-	req   *rawRequest
+	req   *rawquic.Request
 	err   error
 	label string
 }
@@ -872,7 +872,7 @@ type early0RTT struct {
 // resource in protocol reqALPN.
 func (t *T) dialEarly(ctx context.Context, label string, cache *ticketCache, alpns []string, reqALPN string) *early0RTT {
 	e := &early0RTT{label: label}
-	rc := t.newRaw(ctx, rawOptions{Label: label, ALPN: alpns, Sessions: cache})
+	rc := t.newRaw(ctx, rawquic.Options{Label: label, ALPN: alpns, Sessions: cache})
 	e.rc = rc
 	rc.FirstFlight = func() {
 		rc.SendClientHello(ctx, 1200)
@@ -882,7 +882,7 @@ func (t *T) dialEarly(ctx context.Context, label string, cache *ticketCache, alp
 		req, r := rc.inlineRequest(reqALPN, t.profile.SmallPath)
 		e.req = r
 		frames := append([]wire.Frame{&wire.PingFrame{}}, req...)
-		pkt, _ := rc.LongPacket(2, frames, longOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
+		pkt, _ := rc.LongPacket(2, frames, rawquic.LongOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
 		rc.Send(pkt)
 		e.sent = append(e.sent, rc.LastSent())
 	}
@@ -960,7 +960,7 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 	if rej.err == nil {
 		// A 1-RTT PING draws an ACK frame in the application space, which
 		// 0-RTT packets share: it must not name them.
-		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	}
 	rc.Receive(ctx, t.Settle(), nil)
 	answered := rej.req != nil && rc.Stream(rej.req.ID) != nil
@@ -1003,7 +1003,7 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	// The tester's first 1-RTT packet (an ACK or the PING below) marks the
 	// start of the server's 3 × PTO; the late 0-RTT packet leaves 4 × PTO
 	// after it.
-	first := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	first := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	for _, p := range t.rec.snapshot() {
 		if p.sent && p.conn == rc.trace.id && p.ev.PacketType == "1RTT" {
 			first = p
@@ -1012,10 +1012,10 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	}
 	wait := 4 * t.PTO()
 	rc.Receive(ctx, time.Until(first.at.Add(wait)), nil)
-	pkt, late := rc.LongPacket(2, []wire.Frame{&wire.PingFrame{}}, longOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
+	pkt, late := rc.LongPacket(2, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{Type: wire.PacketType0RTT, Keys: rc.Seal0RTT})
 	rc.Send(pkt)
 	latePkt := rc.LastSent()
-	after := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, shortOpts{})
+	after := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	rc.Receive(ctx, t.Settle(), func() bool { return ackedBy(t.rec.snapshot(), rc.trace.id, 2, after.pn) != nil })
 	rc.Receive(ctx, t.PTO(), nil)
 	ps := t.rec.snapshot()
@@ -1298,7 +1298,7 @@ func runTLSHandshakeKeysDiscarded(ctx context.Context, t *T) {
 	rc := t.rawHandshake(ctx)
 	rc.Receive(ctx, t.PTO(), nil)
 	mark := len(t.rec.snapshot())
-	pkt, pn := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, longOpts{})
+	pkt, pn := rc.LongPacket(1, []wire.Frame{&wire.PingFrame{}}, rawquic.LongOpts{})
 	trig := rc.LastSent()
 	rc.Send(pkt)
 	rc.Receive(ctx, t.Settle(), nil)
@@ -1381,7 +1381,7 @@ func init() {
 	// Family B, key phases the raw client drives by hand (RFC 9001 §5.5, §6.2,
 	// §6.4): a flipped Key Phase bit on a packet nobody can open, two updates
 	// in a row, and an old-key packet after a completed update. The raw
-	// client keeps its read and write generations apart (rawclient.go), so
+	// client keeps its read and write generations apart (conformance/rawquic/client.go), so
 	// it follows the server whichever way these go.
 	Register(&Scenario{
 		ID: "tls-key-update-consecutive", Title: "A second key update before the first was acknowledged", Family: "B", Needs: []string{NeedApp}, ObservationOnly: true,

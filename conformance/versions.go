@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
@@ -86,7 +87,7 @@ func runVNSmallDatagram(ctx context.Context, t *T) {
 }
 
 func runVNNoReplyToVN(ctx context.Context, t *T) {
-	rc := t.newRaw(ctx, rawOptions{Label: "vn-to-server"})
+	rc := t.newRaw(ctx, rawquic.Options{Label: "vn-to-server"})
 	var versions []wire.Version
 	for i := 0; i < 300; i++ {
 		versions = append(versions, wire.Version(0x0a0a0a0a+uint32(i)<<4))

@@ -1,4 +1,4 @@
-package conformance
+package rawquic
 
 import (
 	"context"
@@ -11,23 +11,22 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/quic"
 	"github.com/quiver-quic/quiver/quic/protect"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// rawCore is a frame-level scripted QUIC client on its own UDP socket,
+// Client is a frame-level scripted QUIC client on its own UDP socket,
 // built from the wire and protect packages and crypto/tls. Unlike the
 // engine it lets a scenario choose every header field (version, connection
 // IDs of any length, reserved and fixed bits, packet numbers, datagram
 // sizes) and send any frame in any packet type, while still completing a
 // real handshake when asked. It acknowledges what it receives at once and
-// never retransmits except for its first flight. Its host (rawHost)
+// never retransmits except for its first flight. Its host (Host)
 // records what it sends and receives, and P is the host's record of a
 // packet.
-type rawCore[P rawPacket] struct {
-	host  rawHost[P]
+type Client[P Packet] struct {
+	host  Host[P]
 	conn  *net.UDPConn   // the socket of the current path
 	Local netip.AddrPort // its local address
 	Peer  netip.AddrPort
@@ -35,9 +34,9 @@ type rawCore[P rawPacket] struct {
 	// paths are the tester's sockets towards the target: path 0 is the
 	// one the handshake used; migration scenarios add more. cur is the
 	// path the client sends on.
-	Paths []*rawquic.Path
+	Paths []*Path
 	cur   int
-	in    chan rawquic.In
+	in    chan In
 	done  chan struct{}
 
 	Version     uint32
@@ -56,7 +55,7 @@ type rawCore[P rawPacket] struct {
 	Seal0RTT      *protect.Keys
 	EarlyRejected bool
 	// rewriteHello edits the ClientHello before it is first sent (see
-	// rawOptions.RewriteHello).
+	// Options.RewriteHello).
 	rewriteHello func([]byte) []byte
 	curves       []tls.CurveID
 	serverName   string
@@ -64,12 +63,12 @@ type rawCore[P rawPacket] struct {
 	Seal, open [3]*protect.Keys
 	NextPN     [3]uint64
 	largest    [3]uint64 // NoPacketNumber before the first packet
-	Recvd      [3]rawquic.PNSet
-	credit     rawquic.Credit
+	Recvd      [3]PNSet
+	credit     Credit
 	AckOwed    [3]bool
 	CryptoOff  [3]uint64
 	CryptoQ    [3][]byte
-	cryptoIn   [3]rawquic.CryptoBuffer
+	cryptoIn   [3]CryptoBuffer
 	delivered  [3]int
 
 	// NoAcks stops the automatic acknowledgments.
@@ -99,7 +98,7 @@ type rawCore[P rawPacket] struct {
 	// StampArrivals keeps the arrival time (the kernel's, when the socket
 	// gives it) and size of every datagram received, dropped ones too.
 	StampArrivals bool
-	Arrivals      []rawArrival
+	Arrivals      []Arrival
 	// NoPathResponse, per path, stops the automatic PATH_RESPONSE.
 	NoPathResponse map[int]bool
 	// BeforeFinished, when set, runs once when the client's Finished is
@@ -113,8 +112,8 @@ type rawCore[P rawPacket] struct {
 	// 1200-byte Initial of Handshake, both at the start and after a Retry.
 	FirstFlight  func()
 	holdFinished bool
-	// streams reassembles the server's stream data (rawfetch.go).
-	streams   map[uint64]*rawquic.Stream
+	// streams reassembles the server's stream data (client_fetch.go).
+	streams   map[uint64]*Stream
 	NextBidi  uint64
 	H3Control bool
 	// readPhase and writePhase are the 1-RTT key phases in use; the
@@ -139,7 +138,7 @@ type rawCore[P rawPacket] struct {
 	ClearQUICBit bool
 	// handshakeOpts and handshakeExtra shape the Handshake packet that
 	// carries the client's Finished.
-	HandshakeOpts  longOpts
+	HandshakeOpts  LongOpts
 	HandshakeExtra []wire.Frame
 
 	ServerSCID    []byte
@@ -153,15 +152,15 @@ type rawCore[P rawPacket] struct {
 	FirstSent     time.Time
 }
 
-// rawArrival is one received datagram's arrival.
-type rawArrival struct {
+// Arrival is one received datagram's arrival.
+type Arrival struct {
 	At     time.Time
 	Size   int
 	Kernel bool // at is the kernel's timestamp
 }
 
-// rawOptions shape a rawClient.
-type rawOptions struct {
+// Options shape a rawClient.
+type Options struct {
 	Label      string
 	Version    uint32 // default v1
 	DCID, SCID []byte // default 8 random bytes each; use empty non-nil for zero length
@@ -192,10 +191,10 @@ func randomCID() []byte {
 	return b
 }
 
-// newRawCore makes a raw client on the connected socket uc, reporting to
+// New makes a raw client on the connected socket uc, reporting to
 // h.
-func newRawCore[P rawPacket](h rawHost[P], uc *net.UDPConn, o rawOptions) *rawCore[P] {
-	rc := &rawCore[P]{host: h, FollowRetry: true, in: make(chan rawquic.In, 1024), done: make(chan struct{})}
+func New[P Packet](h Host[P], uc *net.UDPConn, o Options) *Client[P] {
+	rc := &Client[P]{host: h, FollowRetry: true, in: make(chan In, 1024), done: make(chan struct{})}
 	h.Cleanup(func() { close(rc.done) })
 	ra := uc.RemoteAddr().(*net.UDPAddr).AddrPort()
 	rc.Peer = netip.AddrPortFrom(ra.Addr().Unmap(), ra.Port())
@@ -228,8 +227,8 @@ func newRawCore[P rawPacket](h rawHost[P], uc *net.UDPConn, o rawOptions) *rawCo
 	} else {
 		tp := o.TP
 		if tp == nil {
-			tp = defaultClientTP(rc.SCID)
-			rc.credit = rawquic.NewCredit(tp)
+			tp = DefaultClientTP(rc.SCID)
+			rc.credit = NewCredit(tp)
 		}
 		rc.tp = tp.Marshal()
 	}
@@ -237,8 +236,8 @@ func newRawCore[P rawPacket](h rawHost[P], uc *net.UDPConn, o rawOptions) *rawCo
 	return rc
 }
 
-// defaultClientTP are the tester defaults of docs/conformance-model.md, Tester defaults.
-func defaultClientTP(scid []byte) *wire.TransportParameters {
+// DefaultClientTP are the tester defaults of docs/conformance-model.md, Tester defaults.
+func DefaultClientTP(scid []byte) *wire.TransportParameters {
 	tp := &wire.TransportParameters{}
 	tp.SetDefaults()
 	tp.MaxIdleTimeout = 30000
@@ -254,7 +253,7 @@ func defaultClientTP(scid []byte) *wire.TransportParameters {
 	return tp
 }
 
-func (rc *rawCore[P]) InitialKeys(dcid []byte) {
+func (rc *Client[P]) InitialKeys(dcid []byte) {
 	c, s, err := protect.NewInitialKeys(rc.Version, dcid)
 	if err != nil {
 		// Versions without known protection (reserved versions for version
@@ -267,7 +266,7 @@ func (rc *rawCore[P]) InitialKeys(dcid []byte) {
 
 // ClientHello starts TLS and returns the ClientHello bytes (the Initial
 // CRYPTO stream); it is computed once.
-func (rc *rawCore[P]) ClientHello(ctx context.Context) []byte {
+func (rc *Client[P]) ClientHello(ctx context.Context) []byte {
 	if rc.tls != nil {
 		return rc.HelloMsg
 	}
@@ -312,7 +311,7 @@ func levelSpace(l tls.QUICEncryptionLevel) int {
 }
 
 // drainTLS processes the TLS events: keys, data to send, parameters.
-func (rc *rawCore[P]) drainTLS() {
+func (rc *Client[P]) drainTLS() {
 	for {
 		ev := rc.tls.NextEvent()
 		switch ev.Kind {
@@ -357,8 +356,8 @@ func (rc *rawCore[P]) drainTLS() {
 	}
 }
 
-// longOpts choose the header of a long-header packet.
-type longOpts struct {
+// LongOpts choose the header of a long-header packet.
+type LongOpts struct {
 	Version      uint32 // 0: the client's version
 	DCID, SCID   []byte // nil: the client's
 	Token        []byte // Initial only; nil: the client's token
@@ -374,7 +373,7 @@ type longOpts struct {
 
 // longPacket builds and protects a long-header packet in space (0 Initial,
 // 1 Handshake) carrying frames. It takes the next packet number.
-func (rc *rawCore[P]) LongPacket(space int, frames []wire.Frame, o longOpts) ([]byte, uint64) {
+func (rc *Client[P]) LongPacket(space int, frames []wire.Frame, o LongOpts) ([]byte, uint64) {
 	pt := wire.PacketTypeInitial
 	if space == 1 {
 		pt = wire.PacketTypeHandshake
@@ -404,7 +403,7 @@ func (rc *rawCore[P]) LongPacket(space int, frames []wire.Frame, o longOpts) ([]
 	rc.NextPN[space]++
 	h.PacketNumber = pn
 	hdr, lengthOff, pnOff := h.Append(nil)
-	payload := appendFrames(nil, frames)
+	payload := AppendFrames(nil, frames)
 	if o.PadTo > 0 {
 		if n := o.PadTo - len(hdr) - len(payload) - protect.TagSize; n > 0 {
 			payload = append(payload, make([]byte, n)...)
@@ -427,12 +426,12 @@ func (rc *rawCore[P]) LongPacket(space int, frames []wire.Frame, o longOpts) ([]
 	if _, err := k.HeaderProtector().Apply(pkt, pnOff, true); err != nil {
 		rc.host.Errorf("header protection: %v", err)
 	}
-	rc.host.Packet(rawPacketInfo{Sent: true, At: time.Now(), Type: pt, Version: v, Space: space, PN: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt)}, payload)
+	rc.host.Packet(PacketInfo{Sent: true, At: time.Now(), Type: pt, Version: v, Space: space, PN: pn, DCID: h.DCID, SCID: h.SCID, Size: len(pkt)}, payload)
 	return pkt, pn
 }
 
-// shortOpts choose the header of a 1-RTT packet.
-type shortOpts struct {
+// ShortOpts choose the header of a 1-RTT packet.
+type ShortOpts struct {
 	DCID         []byte
 	ReservedBits byte
 	ClearFixed   bool
@@ -451,7 +450,7 @@ type shortOpts struct {
 }
 
 // shortPacket builds and protects a 1-RTT packet.
-func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uint64) {
+func (rc *Client[P]) ShortPacket(frames []wire.Frame, o ShortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
 	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.WritePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
 	if h.DCID == nil {
@@ -468,7 +467,7 @@ func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uin
 	}
 	h.PacketNumber = pn
 	hdr, pnOff := h.Append(nil)
-	payload := appendFrames(nil, frames)
+	payload := AppendFrames(nil, frames)
 	if o.PadTo > 0 {
 		if n := o.PadTo - len(hdr) - len(payload) - protect.TagSize; n > 0 {
 			payload = append(payload, make([]byte, n)...)
@@ -494,7 +493,7 @@ func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uin
 			rc.host.Errorf("header protection: %v", err)
 		}
 	}
-	m := rawPacketInfo{Sent: true, At: time.Now(), Type: wire.PacketType1RTT, Space: 2, PN: pn, DCID: h.DCID, Size: len(pkt), Path: rc.cur, FirstByte: hdr[0]}
+	m := PacketInfo{Sent: true, At: time.Now(), Type: wire.PacketType1RTT, Space: 2, PN: pn, DCID: h.DCID, Size: len(pkt), Path: rc.cur, FirstByte: hdr[0]}
 	if o.Path != nil {
 		m.Path = *o.Path
 	}
@@ -508,7 +507,7 @@ func (rc *rawCore[P]) ShortPacket(frames []wire.Frame, o shortOpts) ([]byte, uin
 	return pkt, pn
 }
 
-func appendFrames(b []byte, frames []wire.Frame) []byte {
+func AppendFrames(b []byte, frames []wire.Frame) []byte {
 	for _, f := range frames {
 		b = f.Append(b)
 	}
@@ -516,12 +515,12 @@ func appendFrames(b []byte, frames []wire.Frame) []byte {
 }
 
 // send writes one datagram made of the given packets on the current path.
-func (rc *rawCore[P]) Send(pkts ...[]byte) {
+func (rc *Client[P]) Send(pkts ...[]byte) {
 	rc.sendOn(rc.cur, pkts...)
 }
 
 // sendOn writes one datagram made of the given packets on path i.
-func (rc *rawCore[P]) sendOn(i int, pkts ...[]byte) {
+func (rc *Client[P]) sendOn(i int, pkts ...[]byte) {
 	var d []byte
 	for _, p := range pkts {
 		d = append(d, p...)
@@ -535,18 +534,18 @@ func (rc *rawCore[P]) sendOn(i int, pkts ...[]byte) {
 }
 
 // sendClientHello sends the ClientHello in one Initial padded to pad bytes.
-func (rc *rawCore[P]) SendClientHello(ctx context.Context, pad int) {
+func (rc *Client[P]) SendClientHello(ctx context.Context, pad int) {
 	ch := rc.ClientHello(ctx)
 	rc.CryptoQ[0] = nil
 	rc.CryptoOff[0] = uint64(len(ch))
-	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: pad})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, LongOpts{PadTo: pad})
 	rc.Send(pkt)
 }
 
 // Handshake runs a complete handshake: ClientHello in a 1200-byte datagram,
 // then the server's flights, the client's Finished, until HANDSHAKE_DONE
 // or the deadline. It repeats the ClientHello if nothing comes back.
-func (rc *rawCore[P]) Handshake(ctx context.Context, d time.Duration) error {
+func (rc *Client[P]) Handshake(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	if rc.FirstFlight != nil {
 		rc.ClientHello(ctx)
@@ -568,7 +567,7 @@ func (rc *rawCore[P]) Handshake(ctx context.Context, d time.Duration) error {
 		} else if rc.ServerSCID == nil {
 			// Nothing yet from the server: send the first flight again.
 			ch := rc.ClientHello(ctx)
-			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+			pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, LongOpts{PadTo: 1200})
 			rc.Send(pkt)
 		}
 	}
@@ -589,7 +588,7 @@ func (rc *rawCore[P]) Handshake(ctx context.Context, d time.Duration) error {
 
 // Receive processes incoming datagrams for up to d, or until stop returns
 // true; it answers with acknowledgments and TLS data as they are owed.
-func (rc *rawCore[P]) Receive(ctx context.Context, d time.Duration, stop func() bool) {
+func (rc *Client[P]) Receive(ctx context.Context, d time.Duration, stop func() bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -603,7 +602,7 @@ func (rc *rawCore[P]) Receive(ctx context.Context, d time.Duration, stop func() 
 				if at.IsZero() {
 					at = in.At
 				}
-				rc.Arrivals = append(rc.Arrivals, rawArrival{At: at, Size: len(in.Data), Kernel: !in.KernelAt.IsZero()})
+				rc.Arrivals = append(rc.Arrivals, Arrival{At: at, Size: len(in.Data), Kernel: !in.KernelAt.IsZero()})
 			}
 			if rc.DropIn != nil && rc.DropIn(in.Path, in.Data) {
 				rc.host.Datagram(in.At, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, in.Data)
@@ -625,14 +624,14 @@ func (rc *rawCore[P]) Receive(ctx context.Context, d time.Duration, stop func() 
 	}
 }
 
-func (rc *rawCore[P]) processDatagram(in rawquic.In) {
+func (rc *Client[P]) processDatagram(in In) {
 	now, d := in.At, in.Data
 	if !rc.FirstSent.IsZero() {
 		rc.host.NoteRTT(now.Sub(rc.FirstSent))
 	}
 	rc.host.Datagram(now, false, rc.Paths[in.Path].Local, rc.Paths[in.Path].Peer, d)
 	rc.host.KeepRaw(now, d)
-	meta := rawPacketInfo{At: now, Datagram: len(d), Path: in.Path, ECN: in.ECN}
+	meta := PacketInfo{At: now, Datagram: len(d), Path: in.Path, ECN: in.ECN}
 	if in.Path > 0 {
 		meta.Local = rc.Paths[in.Path].Local
 	}
@@ -652,7 +651,7 @@ func (rc *rawCore[P]) processDatagram(in rawquic.In) {
 		}
 		pkt := append([]byte(nil), rest[:h.PacketLen]...)
 		rest = rest[h.PacketLen:]
-		sp := rawquic.SpaceOf(h.Type)
+		sp := SpaceOf(h.Type)
 		if sp < 0 || sp > 1 || rc.open[sp] == nil {
 			continue
 		}
@@ -682,7 +681,7 @@ func (rc *rawCore[P]) processDatagram(in rawquic.In) {
 	}
 }
 
-func (rc *rawCore[P]) processShort(b []byte, meta rawPacketInfo) {
+func (rc *Client[P]) processShort(b []byte, meta PacketInfo) {
 	now := meta.At
 	k := rc.open[2]
 	if k == nil || len(b) < 1+len(rc.SCID)+4+protect.SampleSize {
@@ -742,7 +741,7 @@ func (rc *rawCore[P]) processShort(b []byte, meta rawPacketInfo) {
 	rc.host.Processed(p)
 }
 
-func (rc *rawCore[P]) handleRetry(b []byte) {
+func (rc *Client[P]) handleRetry(b []byte) {
 	if !rc.FollowRetry || rc.RetrySCID != nil || rc.ServerSCID != nil {
 		return
 	}
@@ -763,11 +762,11 @@ func (rc *rawCore[P]) handleRetry(b []byte) {
 		return
 	}
 	ch := rc.HelloMsg
-	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, longOpts{PadTo: 1200})
+	pkt, _ := rc.LongPacket(0, []wire.Frame{&wire.CryptoFrame{Data: ch}}, LongOpts{PadTo: 1200})
 	rc.Send(pkt)
 }
 
-func (rc *rawCore[P]) onPacket(sp int, pn uint64, p P, m rawPacketInfo) {
+func (rc *Client[P]) onPacket(sp int, pn uint64, p P, m PacketInfo) {
 	if rc.largest[sp] == wire.NoPacketNumber || pn > rc.largest[sp] {
 		rc.largest[sp] = pn
 	}
@@ -799,11 +798,11 @@ func (rc *rawCore[P]) onPacket(sp int, pn uint64, p P, m rawPacketInfo) {
 		case *wire.ConnectionCloseFrame:
 			rc.PeerClosed = true
 		case *wire.PathChallengeFrame:
-			// Catalogue §2.4: the tester answers PATH_CHALLENGE on the
+			// docs/conformance-model.md, Tester defaults: the tester answers PATH_CHALLENGE on the
 			// path where it arrived, in a 1200-byte datagram.
 			if rc.Seal[2] != nil && !rc.NoPathResponse[m.Path] && !rc.Silent {
 				path := m.Path
-				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, shortOpts{PadTo: 1200, Path: &path})
+				pkt, _ := rc.ShortPacket([]wire.Frame{&wire.PathResponseFrame{Data: f.Data}}, ShortOpts{PadTo: 1200, Path: &path})
 				rc.sendOn(path, pkt)
 			}
 		case *wire.StreamFrame:
@@ -813,7 +812,7 @@ func (rc *rawCore[P]) onPacket(sp int, pn uint64, p P, m rawPacketInfo) {
 }
 
 // ackFrame builds an ACK frame for everything received in space.
-func (rc *rawCore[P]) AckFrame(sp int) *wire.AckFrame {
+func (rc *Client[P]) AckFrame(sp int) *wire.AckFrame {
 	a := &wire.AckFrame{Ranges: rc.Recvd[sp].Ack(32)}
 	rc.ecnFeedback(sp, a)
 	return a
@@ -821,7 +820,7 @@ func (rc *rawCore[P]) AckFrame(sp int) *wire.AckFrame {
 
 // ecnFeedback adds the ECN counts of space sp to a when the client reports
 // them.
-func (rc *rawCore[P]) ecnFeedback(sp int, a *wire.AckFrame) {
+func (rc *Client[P]) ecnFeedback(sp int, a *wire.AckFrame) {
 	if rc.ECNFeedback {
 		a.ECN = true
 		a.ECT0, a.ECT1, a.ECNCE = rc.ecnIn[sp][2], rc.ecnIn[sp][1], rc.ecnIn[sp][3]
@@ -829,7 +828,7 @@ func (rc *rawCore[P]) ecnFeedback(sp int, a *wire.AckFrame) {
 }
 
 // ackFrameOf builds an ACK frame for the packet numbers pns of space sp.
-func (rc *rawCore[P]) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
+func (rc *Client[P]) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
 	pns = slices.Clone(pns)
 	slices.Sort(pns)
 	slices.Reverse(pns)
@@ -849,7 +848,7 @@ func (rc *rawCore[P]) AckFrameOf(sp int, pns []uint64) *wire.AckFrame {
 }
 
 // flush sends owed acknowledgments and pending TLS data.
-func (rc *rawCore[P]) Flush() {
+func (rc *Client[P]) Flush() {
 	if rc.Silent {
 		return
 	}
@@ -875,7 +874,7 @@ func (rc *rawCore[P]) Flush() {
 			hs, _ = rc.LongPacket(1, fr, rc.HandshakeOpts)
 			rc.HandshakeSent = true
 		} else {
-			hs, _ = rc.LongPacket(1, fr, longOpts{})
+			hs, _ = rc.LongPacket(1, fr, LongOpts{})
 		}
 		rc.AckOwed[1] = false
 	}
@@ -885,36 +884,36 @@ func (rc *rawCore[P]) Flush() {
 		// so that the datagram is 1200 bytes (§14.1).
 		frames := rc.CoalesceFinished()
 		rc.CoalesceFinished = nil
-		short, _ := rc.ShortPacket(frames, shortOpts{})
-		in, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{PadTo: 1200 - len(hs) - len(short)})
+		short, _ := rc.ShortPacket(frames, ShortOpts{})
+		in, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, LongOpts{PadTo: 1200 - len(hs) - len(short)})
 		rc.AckOwed[0] = false
 		rc.Send(in, hs, short)
 		hs = nil
 	}
 	var in []byte
 	if rc.Seal[0] != nil && rc.AckOwed[0] && !rc.HandshakeSent {
-		in, _ = rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, longOpts{PadTo: 1200 - len(hs)})
+		in, _ = rc.LongPacket(0, []wire.Frame{rc.AckFrame(0)}, LongOpts{PadTo: 1200 - len(hs)})
 		rc.AckOwed[0] = false
 	}
 	if in != nil || hs != nil {
 		rc.Send(in, hs)
 	}
 	if rc.Seal[2] != nil && rc.AckOwed[2] && rc.HandshakeSent {
-		pkt, _ := rc.ShortPacket(rc.credit.WithAck([]wire.Frame{rc.AckFrame(2)}), shortOpts{})
+		pkt, _ := rc.ShortPacket(rc.credit.WithAck([]wire.Frame{rc.AckFrame(2)}), ShortOpts{})
 		rc.AckOwed[2] = false
 		rc.Send(pkt)
 	}
 }
 
 // Send1RTT sends frames in a 1-RTT packet of its own datagram.
-func (rc *rawCore[P]) Send1RTT(frames []wire.Frame, o shortOpts) P {
+func (rc *Client[P]) Send1RTT(frames []wire.Frame, o ShortOpts) P {
 	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
 	rc.Send(pkt)
 	return rc.LastSent()
 }
 
 // Send1RTTOn sends frames in a 1-RTT packet of its own datagram on path i.
-func (rc *rawCore[P]) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) P {
+func (rc *Client[P]) Send1RTTOn(i int, frames []wire.Frame, o ShortOpts) P {
 	o.Path = &i
 	pkt, _ := rc.ShortPacket(rc.credit.WithAck(frames), o)
 	rc.sendOn(i, pkt)
@@ -923,11 +922,11 @@ func (rc *rawCore[P]) Send1RTTOn(i int, frames []wire.Frame, o shortOpts) P {
 
 // LastSent returns the last packet the client sent, as its host recorded
 // it.
-func (rc *rawCore[P]) LastSent() P { return rc.host.LastSent() }
+func (rc *Client[P]) LastSent() P { return rc.host.LastSent() }
 
 // ServerTP returns the server's transport parameters (nil before
 // EncryptedExtensions).
-func (rc *rawCore[P]) ServerTP() *wire.TransportParameters {
+func (rc *Client[P]) ServerTP() *wire.TransportParameters {
 	if rc.serverTP == nil {
 		return nil
 	}

@@ -1,17 +1,15 @@
-package conformance
+package rawquic
 
 import (
 	"fmt"
 	"net"
 	"net/netip"
-
-	"github.com/quiver-quic/quiver/conformance/rawquic"
 )
 
 // addPath adopts uc as a new path and starts its reader; it returns the
 // path's index.
-func (rc *rawCore[P]) addPath(uc *net.UDPConn) int {
-	p := rawquic.NewPath(uc)
+func (rc *Client[P]) addPath(uc *net.UDPConn) int {
+	p := NewPath(uc)
 	rc.Paths = append(rc.Paths, p)
 	i := len(rc.Paths) - 1
 	rc.host.Cleanup(func() { uc.Close() })
@@ -21,14 +19,14 @@ func (rc *rawCore[P]) addPath(uc *net.UDPConn) int {
 
 // newPath opens another socket towards the target, from the local address
 // ip (the zero Addr: any), and returns its index.
-func (rc *rawCore[P]) NewPath(ip netip.Addr) (int, error) {
+func (rc *Client[P]) NewPath(ip netip.Addr) (int, error) {
 	return rc.NewPathTo(ip, rc.Peer)
 }
 
 // newPathTo opens a socket from the local address ip (the zero Addr: any)
 // towards peer, such as the server's preferred address, and returns its
 // index.
-func (rc *rawCore[P]) NewPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) {
+func (rc *Client[P]) NewPathTo(ip netip.Addr, peer netip.AddrPort) (int, error) {
 	var laddr *net.UDPAddr
 	if ip.IsValid() {
 		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))
@@ -41,7 +39,7 @@ func (rc *rawCore[P]) NewPathTo(ip netip.Addr, peer netip.AddrPort) (int, error)
 }
 
 // migrate makes path i the one the client sends on.
-func (rc *rawCore[P]) Migrate(i int) {
+func (rc *Client[P]) Migrate(i int) {
 	rc.cur = i
 	rc.conn, rc.Local = rc.Paths[i].Conn, rc.Paths[i].Local
 }
@@ -51,7 +49,7 @@ func (rc *rawCore[P]) Migrate(i int) {
 // (Linux routes the whole block to lo), elsewhere another configured
 // address of the same family. ok is false when there is none (the `2addr`
 // need of docs/conformance-model.md, Needs).
-func (rc *rawCore[P]) SecondLocalAddr() (netip.Addr, bool) {
+func (rc *Client[P]) SecondLocalAddr() (netip.Addr, bool) {
 	cur := rc.Paths[0].Local.Addr().Unmap()
 	if cur.IsLoopback() {
 		if cur.Is4() {

@@ -1,4 +1,4 @@
-package conformance
+package rawquic
 
 import (
 	"io"
@@ -8,16 +8,16 @@ import (
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
-// rawPacket is what the raw client reads back from a packet its host
+// Packet is what the raw client reads back from a packet its host
 // recorded: the decoded frames and whether they elicit an ACK.
-type rawPacket interface {
+type Packet interface {
 	Frames() []wire.Frame
 	AckEliciting() bool
 }
 
-// rawPacketInfo describes one packet the raw client sent or received
+// PacketInfo describes one packet the raw client sent or received
 // (decrypted), beyond its payload.
-type rawPacketInfo struct {
+type PacketInfo struct {
 	Sent       bool
 	At         time.Time
 	Type       wire.PacketType
@@ -35,10 +35,10 @@ type rawPacketInfo struct {
 	KeyPhase  int
 }
 
-// rawHost is what the raw client needs from the scenario that drives it
+// Host is what the raw client needs from the scenario that drives it
 // (failures, facts, cleanups, timing) and from the recorder that keeps the
 // evidence. P is the host's record of one packet.
-type rawHost[P rawPacket] interface {
+type Host[P Packet] interface {
 	// Errorf reports that the tester itself failed and ends the scenario
 	// (it does not return).
 	Errorf(format string, args ...any)
@@ -61,7 +61,7 @@ type rawHost[P rawPacket] interface {
 	// close it could not read can be recovered later.
 	KeepRaw(at time.Time, b []byte)
 	// Packet records a packet with its decrypted payload (copied).
-	Packet(info rawPacketInfo, payload []byte) P
+	Packet(info PacketInfo, payload []byte) P
 	// HeaderOnly records a packet the client does not decrypt (Version
 	// Negotiation, Retry, unknown versions).
 	HeaderOnly(at time.Time, b []byte, datagram int) P

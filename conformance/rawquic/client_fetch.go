@@ -1,4 +1,4 @@
-package conformance
+package rawquic
 
 import (
 	"bytes"
@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/quic-go/qpack"
-	"github.com/quiver-quic/quiver/conformance/rawquic"
 	"github.com/quiver-quic/quiver/h3"
 	"github.com/quiver-quic/quiver/quic/wire"
 )
 
 // BodyDigest returns the digest of req's response body so far.
-func (rc *rawCore[P]) BodyDigest(req *rawRequest) rawquic.Digest {
-	var d rawquic.Digest
+func (rc *Client[P]) BodyDigest(req *Request) Digest {
+	var d Digest
 	s := rc.Stream(req.ID)
 	if s == nil {
 		copy(d.Sum[:], sha256.New().Sum(nil))
@@ -28,13 +27,13 @@ func (rc *rawCore[P]) BodyDigest(req *rawRequest) rawquic.Digest {
 	return s.Digest()
 }
 
-func (rc *rawCore[P]) OnStream(f *wire.StreamFrame) {
+func (rc *Client[P]) OnStream(f *wire.StreamFrame) {
 	if rc.streams == nil {
-		rc.streams = map[uint64]*rawquic.Stream{}
+		rc.streams = map[uint64]*Stream{}
 	}
 	s := rc.streams[f.StreamID]
 	if s == nil {
-		s = &rawquic.Stream{}
+		s = &Stream{}
 		rc.streams[f.StreamID] = s
 	}
 	before := uint64(s.Received())
@@ -45,10 +44,10 @@ func (rc *rawCore[P]) OnStream(f *wire.StreamFrame) {
 }
 
 // stream returns the reassembly of stream id (nil before any data).
-func (rc *rawCore[P]) Stream(id uint64) *rawquic.Stream { return rc.streams[id] }
+func (rc *Client[P]) Stream(id uint64) *Stream { return rc.streams[id] }
 
-// rawRequest is a request the raw client sent.
-type rawRequest struct {
+// Request is a request the raw client sent.
+type Request struct {
 	ID    uint64
 	Frame *wire.StreamFrame
 	ALPN  string
@@ -57,11 +56,11 @@ type rawRequest struct {
 // Request asks for path on the next client bidirectional stream, over the
 // connection's application protocol (hq-interop, or h3 with a control
 // stream and a static-table QPACK field section), and returns it.
-func (rc *rawCore[P]) Request(path string) *rawRequest {
+func (rc *Client[P]) Request(path string) *Request {
 	id := 4 * rc.NextBidi
 	rc.NextBidi++
 	req := rc.PrepareRequest(id, path)
-	rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
+	rc.Send1RTT([]wire.Frame{req.Frame}, ShortOpts{})
 	return req
 }
 
@@ -69,27 +68,27 @@ func (rc *rawCore[P]) Request(path string) *rawRequest {
 // stream id without sending it (over h3 it opens the control stream
 // first), so that a scenario can split, reorder or delay its bytes. The
 // frame carries the whole request with FIN.
-func (rc *rawCore[P]) PrepareRequest(id uint64, path string) *rawRequest {
+func (rc *Client[P]) PrepareRequest(id uint64, path string) *Request {
 	alpn := rc.NegotiatedALPN()
 	var body []byte
 	if alpn == h3.ALPNH3 {
 		if !rc.H3Control {
 			rc.H3Control = true
-			ctl := append([]byte{0x00}, rawquic.H3Frame(0x04, nil)...)
-			rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: 2, Data: ctl}}, shortOpts{})
+			ctl := append([]byte{0x00}, H3Frame(0x04, nil)...)
+			rc.Send1RTT([]wire.Frame{&wire.StreamFrame{StreamID: 2, Data: ctl}}, ShortOpts{})
 		}
-		body = rawquic.H3Frame(0x01, rawFieldSection(rc.serverName, path))
+		body = H3Frame(0x01, rawFieldSection(rc.serverName, path))
 	} else {
 		body = []byte("GET " + path + "\r\n")
 	}
 	if n := id/4 + 1; id%4 == 0 && n > rc.NextBidi {
 		rc.NextBidi = n
 	}
-	return &rawRequest{ID: id, Frame: &wire.StreamFrame{StreamID: id, Data: body, Fin: true}, ALPN: alpn}
+	return &Request{ID: id, Frame: &wire.StreamFrame{StreamID: id, Data: body, Fin: true}, ALPN: alpn}
 }
 
 // negotiatedALPN is the application protocol of the connection.
-func (rc *rawCore[P]) NegotiatedALPN() string {
+func (rc *Client[P]) NegotiatedALPN() string {
 	alpn := rc.ALPN[0]
 	if rc.tls != nil {
 		if st := rc.tls.ConnectionState(); st.NegotiatedProtocol != "" {
@@ -117,7 +116,7 @@ func rawFieldSection(host, path string) []byte {
 // Body returns the response body of req so far: the stream's bytes for
 // hq-interop, the DATA frames' payloads for h3. done reports that the
 // whole response arrived.
-func (rc *rawCore[P]) Body(req *rawRequest) (body []byte, done bool) {
+func (rc *Client[P]) Body(req *Request) (body []byte, done bool) {
 	s := rc.Stream(req.ID)
 	if s == nil {
 		return nil, false
@@ -139,7 +138,7 @@ func (rc *rawCore[P]) Body(req *rawRequest) (body []byte, done bool) {
 			// A frame not all there yet is not part of the body yet; one
 			// that runs past what the stream keeps (rawKeep) gives the
 			// bytes kept.
-			if typ == 0x00 && s.Received() > rawquic.Keep {
+			if typ == 0x00 && s.Received() > Keep {
 				body = append(body, b[n+m:]...)
 			}
 			break
@@ -154,7 +153,7 @@ func (rc *rawCore[P]) Body(req *rawRequest) (body []byte, done bool) {
 
 // responseDone reports that req's response stream is complete (cheaply:
 // Body parses the kept bytes).
-func (rc *rawCore[P]) ResponseDone(req *rawRequest) bool {
+func (rc *Client[P]) ResponseDone(req *Request) bool {
 	s := rc.Stream(req.ID)
 	return s != nil && s.Complete()
 }
@@ -162,14 +161,14 @@ func (rc *rawCore[P]) ResponseDone(req *rawRequest) bool {
 // Fetch requests path and receives until the response is complete, d has
 // passed or the server closed; it resends the request when nothing at all
 // came back for a PTO (the raw client has no loss recovery).
-func (rc *rawCore[P]) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
+func (rc *Client[P]) Fetch(ctx context.Context, path string, d time.Duration) ([]byte, error) {
 	req := rc.Request(path)
 	return rc.Await(ctx, req, d)
 }
 
 // Await receives until req's response is complete, d has passed or the
 // server closed.
-func (rc *rawCore[P]) Await(ctx context.Context, req *rawRequest, d time.Duration) ([]byte, error) {
+func (rc *Client[P]) Await(ctx context.Context, req *Request, d time.Duration) ([]byte, error) {
 	deadline := time.Now().Add(d)
 	resent := false
 	for time.Now().Before(deadline) && ctx.Err() == nil && !rc.PeerClosed {
@@ -182,7 +181,7 @@ func (rc *rawCore[P]) Await(ctx context.Context, req *rawRequest, d time.Duratio
 		}
 		if rc.Stream(req.ID) == nil && !resent {
 			resent = true
-			rc.Send1RTT([]wire.Frame{req.Frame}, shortOpts{})
+			rc.Send1RTT([]wire.Frame{req.Frame}, ShortOpts{})
 		}
 	}
 	body, _ := rc.Body(req)
