@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/quiver-quic/quiver/h3/qpack"
+	"github.com/quiver-quic/quiver/internal/strcache"
 )
 
 // HTTP fields (RFC 9114 §4.2, §4.3) and their QPACK encoding (h3/qpack,
@@ -50,58 +50,31 @@ func fieldList(pseudo []qpack.HeaderField, h http.Header, skip func(name string)
 	return fields
 }
 
-// nameCache maps header names to another form of them (lower case,
-// canonical): strings.ToLower and http.CanonicalHeaderKey allocated for
-// every field of every message, a tenth of an HTTP/3 RPC's allocations
-// (docs/highway.md). It is bounded, so names that change from message to
-// message cannot grow it without end; past the bound they are converted
-// each time.
-type nameCache struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
+// lowerNames and canonicalNames map header names to another form of them
+// (lower case, canonical): strings.ToLower and http.CanonicalHeaderKey
+// allocated for every field of every message, a tenth of an HTTP/3 RPC's
+// allocations (docs/highway.md). They are bounded, so names that change
+// from message to message cannot grow them without end; past the bound
+// they are converted each time.
+var (
+	lowerNames     = strcache.Cache{MaxEntries: maxCachedNames}
+	canonicalNames = strcache.Cache{MaxEntries: maxCachedNames}
+)
 
 const maxCachedNames = 512
-
-var lowerNames, canonicalNames nameCache
-
-func (c *nameCache) get(k string, convert func(string) string) string {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return v
-	}
-	v = convert(k)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[string]string)
-	}
-	if len(c.m) < maxCachedNames {
-		c.m[k] = v
-	}
-	c.mu.Unlock()
-	return v
-}
-
-func (c *nameCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.m)
-}
 
 // lowerName returns k in lower case.
 func lowerName(k string) string {
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; 'A' <= c && c <= 'Z' {
-			return lowerNames.get(k, strings.ToLower)
+			return lowerNames.Convert(k, strings.ToLower)
 		}
 	}
 	return k
 }
 
 // canonicalName returns http.CanonicalHeaderKey(k).
-func canonicalName(k string) string { return canonicalNames.get(k, http.CanonicalHeaderKey) }
+func canonicalName(k string) string { return canonicalNames.Convert(k, http.CanonicalHeaderKey) }
 
 // encodeFieldSection QPACK-encodes fieldList(pseudo, h, skip) for stream.
 func (s *session) encodeFieldSection(stream int64, pseudo []qpack.HeaderField, h http.Header, skip func(name string) bool) []byte {

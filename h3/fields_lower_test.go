@@ -28,7 +28,7 @@ func TestLowerName(t *testing.T) {
 			t.Fatalf("lowerName(%q) = %q", k, got)
 		}
 	}
-	if n := lowerNames.len(); n > maxCachedNames {
+	if n := lowerNames.Len(); n > maxCachedNames {
 		t.Errorf("the cache holds %d names, over its bound of %d", n, maxCachedNames)
 	}
 }

@@ -147,9 +147,11 @@ func (c *Conn) openStream(ctx context.Context, bidi bool) (*Stream, error) {
 	s := &c.streams
 	for {
 		c.mu.Lock()
-		if s.closed != nil {
+		if err := s.closed; err != nil {
+			// Read under the lock: the connection's goroutine records the
+			// error again when it ends (closeAll).
 			c.mu.Unlock()
-			return nil, s.closed
+			return nil, err
 		}
 		if id, ok := s.limits.OpenNext(bidi); ok {
 			st := s.newStreamLocked(id)

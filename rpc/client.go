@@ -238,9 +238,8 @@ func Call[Req, Resp any](ctx context.Context, c *Client, method string, req *Req
 			}
 			return err
 		}
-		resp = new(Resp)
-		if err := c.codec.Unmarshal(b, resp); err != nil {
-			return Errorf(Internal, "decode %T: %v", resp, err)
+		if resp, err = decode[Resp](c.codec, b, Internal); err != nil {
+			return err
 		}
 		if _, err := rs.Recv(); err != io.EOF {
 			if err == nil {
@@ -415,12 +414,11 @@ func (s *Stream[Resp]) Recv() (*Resp, error) {
 		s.finish()
 		return nil, err
 	}
-	r := new(Resp)
-	if err := s.c.codec.Unmarshal(b, r); err != nil {
+	r, err := decode[Resp](s.c.codec, b, Internal)
+	if err != nil {
 		s.finish()
-		return nil, Errorf(Internal, "decode %T: %v", r, err)
 	}
-	return r, nil
+	return r, err
 }
 
 // Close ends the call, canceling it if answers are still coming.

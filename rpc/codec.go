@@ -48,3 +48,14 @@ func (protoCodec) Unmarshal(data []byte, v any) error {
 	}
 	return proto.Unmarshal(data, m)
 }
+
+// decode unmarshals b into a new T; a failure is an error with code
+// (InvalidArgument for a request the server cannot read, Internal for an
+// answer the client cannot).
+func decode[T any](codec Codec, b []byte, code Code) (*T, error) {
+	v := new(T)
+	if err := codec.Unmarshal(b, v); err != nil {
+		return nil, Errorf(code, "decode %T: %v", v, err)
+	}
+	return v, nil
+}

@@ -79,15 +79,27 @@ func (m *muxConn) clientLoop() {
 			m.close(err)
 			return
 		}
-		m.mu.Lock()
-		q := m.calls[f.callID]
-		if f.typ == frameEnd {
-			delete(m.calls, f.callID)
-		}
-		m.mu.Unlock()
-		if q != nil {
-			q.push(f)
-		}
+		m.deliver(f, false)
+	}
+}
+
+// deliver pushes f to the queue of its call: a client's call (answers),
+// or with input a server's request stream. The call's end frame removes
+// it from the table. A call that is not there (ended, canceled, or the
+// connection closed: the tables are nil) drops f.
+func (m *muxConn) deliver(f frame, input bool) {
+	m.mu.Lock()
+	table := m.calls
+	if input {
+		table = m.input
+	}
+	q := table[f.callID]
+	if f.typ == frameEnd {
+		delete(table, f.callID)
+	}
+	m.mu.Unlock()
+	if q != nil {
+		q.push(f)
 	}
 }
 
@@ -237,15 +249,7 @@ func (m *muxConn) serverLoop(h Handler, base *Request) {
 			}(f.callID)
 		case frameMessage, frameEnd:
 			// A request stream's next message, or its end.
-			m.mu.Lock()
-			q := m.input[f.callID]
-			if f.typ == frameEnd {
-				delete(m.input, f.callID)
-			}
-			m.mu.Unlock()
-			if q != nil {
-				q.push(f)
-			}
+			m.deliver(f, true)
 		case frameCancel:
 			m.mu.Lock()
 			cancel := m.cancel[f.callID]

@@ -68,9 +68,9 @@ func NewServer() *Server {
 // the name is taken, as a duplicate is a programming error.
 func Register[Req, Resp any](s *Server, name string, h func(ctx context.Context, req *Req) (*Resp, error)) {
 	s.register(name, &method{call: func(ctx context.Context, codec Codec, r *Request, _ func(any) error) (any, error) {
-		req := new(Req)
-		if err := codec.Unmarshal(r.Payload, req); err != nil {
-			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
+		req, err := decode[Req](codec, r.Payload, InvalidArgument)
+		if err != nil {
+			return nil, err
 		}
 		return h(ctx, req)
 	}})
@@ -80,9 +80,9 @@ func Register[Req, Resp any](s *Server, name string, h func(ctx context.Context,
 // with any number of messages, each passed to send.
 func RegisterStream[Req, Resp any](s *Server, name string, h func(ctx context.Context, req *Req, send func(*Resp) error) error) {
 	s.register(name, &method{stream: true, call: func(ctx context.Context, codec Codec, r *Request, send func(any) error) (any, error) {
-		req := new(Req)
-		if err := codec.Unmarshal(r.Payload, req); err != nil {
-			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
+		req, err := decode[Req](codec, r.Payload, InvalidArgument)
+		if err != nil {
+			return nil, err
 		}
 		return nil, h(ctx, req, func(r *Resp) error { return send(r) })
 	}})
@@ -112,11 +112,7 @@ func decodingRecv[Req any](codec Codec, recv func() ([]byte, error)) func() (*Re
 		if err != nil {
 			return nil, err
 		}
-		req := new(Req)
-		if err := codec.Unmarshal(b, req); err != nil {
-			return nil, Errorf(InvalidArgument, "decode %T: %v", req, err)
-		}
-		return req, nil
+		return decode[Req](codec, b, InvalidArgument)
 	}
 }
 

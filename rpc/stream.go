@@ -74,12 +74,11 @@ func (s *BidiStream[Req, Resp]) Recv() (*Resp, error) {
 		s.finish()
 		return nil, err
 	}
-	r := new(Resp)
-	if err := s.c.codec.Unmarshal(b, r); err != nil {
+	r, err := decode[Resp](s.c.codec, b, Internal)
+	if err != nil {
 		s.finish()
-		return nil, Errorf(Internal, "decode %T: %v", r, err)
 	}
-	return r, nil
+	return r, err
 }
 
 // CloseAndRecv ends the requests and returns the one answer of a

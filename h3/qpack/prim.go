@@ -2,8 +2,8 @@ package qpack
 
 import (
 	"errors"
-	"sync"
 
+	"github.com/quiver-quic/quiver/internal/strcache"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -99,13 +99,13 @@ func readString(b []byte, n int, limit uint64) (string, []byte, error) {
 	if !huff {
 		return string(raw), b, nil
 	}
-	s, ok := huffmanDecoded.get(raw)
+	s, ok := huffmanDecoded.Get(raw)
 	if !ok {
 		s, err = hpack.HuffmanDecodeToString(raw)
 		if err != nil {
 			return "", nil, errHuffman
 		}
-		huffmanDecoded.put(raw, s)
+		huffmanDecoded.Put(raw, s)
 	}
 	if uint64(len(s)) > limit {
 		return "", nil, errStringTooLarge
@@ -116,7 +116,7 @@ func readString(b []byte, n int, limit uint64) (string, []byte, error) {
 // appendString appends s with an n-bit length prefix, Huffman-encoded
 // when that is shorter.
 func appendString(b []byte, n int, flags byte, s string) []byte {
-	if h, ok := huffmanEncoded.getString(s); ok {
+	if h, ok := huffmanEncoded.GetString(s); ok {
 		if len(h) < len(s) {
 			b = appendInt(b, n, flags|1<<n, uint64(len(h)))
 			return append(b, h...)
@@ -125,10 +125,10 @@ func appendString(b []byte, n int, flags byte, s string) []byte {
 		b = appendInt(b, n, flags|1<<n, hl)
 		start := len(b)
 		b = hpack.AppendHuffmanString(b, s)
-		huffmanEncoded.putString(s, string(b[start:]))
+		huffmanEncoded.PutString(s, string(b[start:]))
 		return b
 	} else {
-		huffmanEncoded.putString(s, s)
+		huffmanEncoded.PutString(s, s)
 	}
 	b = appendInt(b, n, flags, uint64(len(s)))
 	return append(b, s...)
@@ -139,59 +139,12 @@ func appendString(b []byte, n int, flags byte, s string) []byte {
 // RPC's path, content type, authority), and coding them again was a
 // twentieth of an HTTP/3 RPC's CPU (docs/highway.md). huffmanEncoded holds
 // the string itself when its code is not shorter.
-var huffmanDecoded, huffmanEncoded stringCache
-
-// stringCache is a bounded map of short strings shared by every encoder and
-// decoder: once full it keeps what it has, so a peer sending ever new
-// strings cannot grow it, only miss it.
-type stringCache struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
+var (
+	huffmanDecoded = strcache.Cache{MaxEntries: maxCachedStrings, MaxKeyLen: maxCachedString}
+	huffmanEncoded = strcache.Cache{MaxEntries: maxCachedStrings, MaxKeyLen: maxCachedString}
+)
 
 const (
 	maxCachedStrings = 1024
 	maxCachedString  = 64 // bytes of key
 )
-
-// get looks k up; the conversion of k to a string in the map index does
-// not allocate.
-func (c *stringCache) get(k []byte) (string, bool) {
-	if len(k) > maxCachedString {
-		return "", false
-	}
-	c.mu.RLock()
-	v, ok := c.m[string(k)]
-	c.mu.RUnlock()
-	return v, ok
-}
-
-func (c *stringCache) getString(k string) (string, bool) {
-	if len(k) > maxCachedString {
-		return "", false
-	}
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	return v, ok
-}
-
-func (c *stringCache) put(k []byte, v string) {
-	if len(k) <= maxCachedString {
-		c.putString(string(k), v)
-	}
-}
-
-func (c *stringCache) putString(k, v string) {
-	if len(k) > maxCachedString {
-		return
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[string]string)
-	}
-	if len(c.m) < maxCachedStrings {
-		c.m[k] = v
-	}
-	c.mu.Unlock()
-}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/quiver-quic/quiver/internal/strcache"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -57,11 +58,8 @@ func TestHuffmanCache(t *testing.T) {
 			t.Fatalf("%q: Huffman flag %v, but its code has %d bytes", s, b[0]&0x80 != 0, len(want))
 		}
 	}
-	for _, c := range []*stringCache{&huffmanDecoded, &huffmanEncoded} {
-		c.mu.RLock()
-		n := len(c.m)
-		c.mu.RUnlock()
-		if n > maxCachedStrings {
+	for _, c := range []*strcache.Cache{&huffmanDecoded, &huffmanEncoded} {
+		if n := c.Len(); n > maxCachedStrings {
 			t.Errorf("a cache holds %d strings, over its bound of %d", n, maxCachedStrings)
 		}
 	}
