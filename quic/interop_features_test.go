@@ -243,7 +243,19 @@ func TestInteropStatelessReset(t *testing.T) {
 			}
 			// The first endpoint acknowledges nothing, so the client's
 			// request stays in flight and its PTO keeps sending.
-			ep1, err := quic.NewEndpoint(pc1, &quic.Config{TLSConfig: tc, StatelessResetKey: key, Probe: &quic.Probe{NoAcks: true}})
+			// The server must not die before the client has confirmed the
+			// handshake: until HANDSHAKE_DONE arrives a client arms no PTO
+			// for 1-RTT packets (RFC 9002 §6.2.1: "An endpoint MUST NOT set
+			// its PTO timer for the Application Data packet number space
+			// until the handshake is confirmed") and probes only with
+			// Handshake packets, which carry no token a reset could match.
+			// AcceptStream can return before the connection's goroutine has
+			// even sent HANDSHAKE_DONE, so the event waited for is the
+			// client's ACK of the packet that carried it.
+			confirmed := handshakeDoneAcked()
+			ep1, err := quic.NewEndpoint(pc1, &quic.Config{TLSConfig: tc, StatelessResetKey: key, Probe: &quic.Probe{
+				NoAcks: true, OnPacketSent: confirmed.sent, OnPacketReceived: confirmed.received,
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,8 +270,14 @@ func TestInteropStatelessReset(t *testing.T) {
 				if _, err := c.AcceptStream(e.ctx); err != nil {
 					return
 				}
-				// The request arrived (HANDSHAKE_DONE went before it):
-				// the server dies here and a new one takes its port.
+				select {
+				case <-confirmed.done:
+				case <-e.ctx.Done():
+					return
+				}
+				// The request arrived and the client confirmed the
+				// handshake: the server dies here and a new one takes
+				// its port.
 				pc1.Close()
 				pc2, err := net.ListenUDP("udp", addr)
 				if err != nil {
@@ -298,6 +316,64 @@ func TestInteropStatelessReset(t *testing.T) {
 			t.Logf("%s client ended after %v: %s", name, el.Round(time.Millisecond), lastLineOf(output))
 		})
 	}
+}
+
+// doneAck watches a server's packets for the client's acknowledgement of
+// HANDSHAKE_DONE; done closes when it arrives. The probe's hooks run on
+// the connection's goroutine, but sent and received are guarded anyway.
+type doneAck struct {
+	mu   sync.Mutex
+	pns  []uint64 // 1-RTT packets that carried HANDSHAKE_DONE
+	once sync.Once
+	done chan struct{}
+}
+
+func handshakeDoneAcked() *doneAck { return &doneAck{done: make(chan struct{})} }
+
+func (d *doneAck) sent(pi quic.PacketInfo) {
+	if pi.Space != 2 {
+		return
+	}
+	for _, f := range framesOf(pi.Payload) {
+		if _, ok := f.(*wire.HandshakeDoneFrame); ok {
+			d.mu.Lock()
+			d.pns = append(d.pns, pi.PacketNumber)
+			d.mu.Unlock()
+		}
+	}
+}
+
+func (d *doneAck) received(pi quic.PacketInfo) {
+	if pi.Space != 2 {
+		return
+	}
+	for _, f := range framesOf(pi.Payload) {
+		ack, ok := f.(*wire.AckFrame)
+		if !ok {
+			continue
+		}
+		d.mu.Lock()
+		for _, pn := range d.pns {
+			if ack.Acks(pn) {
+				d.once.Do(func() { close(d.done) })
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// framesOf parses a packet's frames as far as they parse.
+func framesOf(payload []byte) []wire.Frame {
+	var fs []wire.Frame
+	for rest := payload; len(rest) > 0; {
+		f, k, err := wire.ParseFrame(rest)
+		if err != nil || k == 0 {
+			break
+		}
+		fs = append(fs, f)
+		rest = rest[k:]
+	}
+	return fs
 }
 
 func lastLineOf(s string) string {
