@@ -73,14 +73,28 @@ func runAFReorderingThreshold(ctx context.Context, t *T) {
 		missing, extra := judgeReorderAcks(largest)
 		if len(missing) == 0 {
 			t.Fact("ackfreq.reorder-early-acks", extra)
-			t.Pass("window", req, fmt.Sprintf("With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 drew immediate ACKs on 5, 9 and 10 (ACKs with Largest Acknowledged %v; extra early ACKs, allowed: %v).", largest, extra),
+			t.Pass(
+				"window",
+				req,
+				fmt.Sprintf(
+					"With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 drew immediate ACKs on 5, 9 and 10 (ACKs with Largest Acknowledged %v; extra early ACKs, allowed: %v).",
+					largest,
+					extra,
+				),
 				evidence(events(Trigger, af), events(Response, acks...))...)
 			return
 		}
 		lastMissing, lastExtra, lastTrig = missing, extra, trig
 		rc.Receive(ctx, 100*time.Millisecond, nil)
 	}
-	t.Warn("window", req, fmt.Sprintf("With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 (5 ms apart, twice) drew no immediate ACK on %v, where the reordering window is exceeded (ACKs beyond those: %v).", lastMissing, lastExtra),
+	t.Warn(
+		"window",
+		req,
+		fmt.Sprintf(
+			"With Reordering Threshold 3, the sequence 0, 1, 3, 4, 5, 8, 9, 10 (5 ms apart, twice) drew no immediate ACK on %v, where the reordering window is exceeded (ACKs beyond those: %v).",
+			lastMissing,
+			lastExtra,
+		),
 		evidence(events(Trigger, af), events(Trigger, lastTrig...))...)
 }
 
@@ -102,7 +116,12 @@ func runAFCEImmediate(ctx context.Context, t *T) {
 		t.Unsupported("The server's ACK frames carry no ECN counts, although the tester's packets were marked ECT(0), so it does not see CE marks.")
 	}
 	if d := t.ackDelays(rc.trace.id, []*packet{ctl})[0]; d >= 0 && d <= t.immediate() {
-		t.Inconclusive(fmt.Sprintf("With Ack-Eliciting Threshold 9 the server acknowledged the fifth of five ECT(0) packets after %v anyway, so a prompt ACK of a CE mark would show nothing.", d.Round(time.Microsecond)), events(Trigger, af, ctl)...)
+		t.Inconclusive(
+			fmt.Sprintf(
+				"With Ack-Eliciting Threshold 9 the server acknowledged the fifth of five ECT(0) packets after %v anyway, so a prompt ACK of a CE mark would show nothing.",
+				d.Round(time.Microsecond),
+			),
+			events(Trigger, af, ctl)...)
 	}
 	var marked []*packet
 	prompt := 0
@@ -123,10 +142,28 @@ func runAFCEImmediate(ctx context.Context, t *T) {
 	}
 	t.Fact("ackfreq.ce-ack-delays", fmt.Sprint(delays))
 	if prompt >= 2 {
-		t.Pass("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, the CE-marked packet after four ECT(0) ones was acknowledged within %v in %d of 3 runs (delays %v).", t.immediate().Round(time.Millisecond), prompt, delays), evidence(events(Trigger, af), events(Trigger, marked...))...)
+		t.Pass(
+			"immediate",
+			req,
+			fmt.Sprintf(
+				"With Ack-Eliciting Threshold 9, the CE-marked packet after four ECT(0) ones was acknowledged within %v in %d of 3 runs (delays %v).",
+				t.immediate().Round(time.Millisecond),
+				prompt,
+				delays,
+			),
+			evidence(events(Trigger, af), events(Trigger, marked...))...)
 		return
 	}
-	t.Warn("immediate", req, fmt.Sprintf("With Ack-Eliciting Threshold 9, a CE-marked packet after four ECT(0) ones was acknowledged within %v in only %d of 3 runs (delays %v); acknowledge the first CE mark at once.", t.immediate().Round(time.Millisecond), prompt, delays), evidence(events(Trigger, af), events(Trigger, marked...))...)
+	t.Warn(
+		"immediate",
+		req,
+		fmt.Sprintf(
+			"With Ack-Eliciting Threshold 9, a CE-marked packet after four ECT(0) ones was acknowledged within %v in only %d of 3 runs (delays %v); acknowledge the first CE mark at once.",
+			t.immediate().Round(time.Millisecond),
+			prompt,
+			delays,
+		),
+		evidence(events(Trigger, af), events(Trigger, marked...))...)
 }
 
 // Family H: the ACK frequency extension (docs/scenarios.md). The sequences of
@@ -265,10 +302,28 @@ func runAFThresholdZero(ctx context.Context, t *T) {
 	t.Fact("ackfreq.threshold-0-prompt", fmt.Sprintf("%d/%d", prompt, len(all)))
 	req := t.sc.Requirements[0]
 	if frac < 0.9 {
-		t.Warn("every-packet", req, fmt.Sprintf("With Ack-Eliciting Threshold 0, only %d of %d PINGs (20 spaced, two bursts of 10) were acknowledged within %v; acknowledge every packet at once.", prompt, len(all), t.immediate().Round(time.Millisecond)), events(Trigger, af)...)
+		t.Warn(
+			"every-packet",
+			req,
+			fmt.Sprintf(
+				"With Ack-Eliciting Threshold 0, only %d of %d PINGs (20 spaced, two bursts of 10) were acknowledged within %v; acknowledge every packet at once.",
+				prompt,
+				len(all),
+				t.immediate().Round(time.Millisecond),
+			),
+			events(Trigger, af)...)
 		return
 	}
-	t.Pass("every-packet", req, fmt.Sprintf("With Ack-Eliciting Threshold 0, %d of %d PINGs (20 spaced, two bursts of 10) were acknowledged within %v.", prompt, len(all), t.immediate().Round(time.Millisecond)), events(Trigger, af)...)
+	t.Pass(
+		"every-packet",
+		req,
+		fmt.Sprintf(
+			"With Ack-Eliciting Threshold 0, %d of %d PINGs (20 spaced, two bursts of 10) were acknowledged within %v.",
+			prompt,
+			len(all),
+			t.immediate().Round(time.Millisecond),
+		),
+		events(Trigger, af)...)
 }
 
 func runAFThresholdLarge(ctx context.Context, t *T) {
@@ -296,10 +351,22 @@ func runAFThresholdLarge(ctx context.Context, t *T) {
 	t.Fact("ackfreq.honoured", acksPer[15] < 15/2)
 	req := t.sc.Requirements[0]
 	if len(late) > 0 {
-		t.Warn("threshold", req, fmt.Sprintf("With Ack-Eliciting Threshold 9 and 50 ms, PINGs went unacknowledged past %v: %v.", limit.Round(time.Millisecond), late), events(Trigger, af)...)
+		t.Warn(
+			"threshold",
+			req,
+			fmt.Sprintf("With Ack-Eliciting Threshold 9 and 50 ms, PINGs went unacknowledged past %v: %v.", limit.Round(time.Millisecond), late),
+			events(Trigger, af)...)
 		return
 	}
-	t.Pass("threshold", req, fmt.Sprintf("With Ack-Eliciting Threshold 9 and 50 ms, every PING was acknowledged within %v (ACK packets per burst of 10, 15, 3: %v).", limit.Round(time.Millisecond), acksPer), events(Trigger, af)...)
+	t.Pass(
+		"threshold",
+		req,
+		fmt.Sprintf(
+			"With Ack-Eliciting Threshold 9 and 50 ms, every PING was acknowledged within %v (ACK packets per burst of 10, 15, 3: %v).",
+			limit.Round(time.Millisecond),
+			acksPer,
+		),
+		events(Trigger, af)...)
 }
 
 func runAFImmediateAck(ctx context.Context, t *T) {
@@ -318,10 +385,18 @@ func runAFImmediateAck(ctx context.Context, t *T) {
 	}
 	req := t.sc.Requirements[0]
 	if late >= 3 {
-		t.Warn("immediate", req, fmt.Sprintf("%d of 5 IMMEDIATE_ACK frames were acknowledged later than %v; acknowledge them at once.", late, t.immediate().Round(time.Millisecond)), events(Trigger, trig...)...)
+		t.Warn(
+			"immediate",
+			req,
+			fmt.Sprintf("%d of 5 IMMEDIATE_ACK frames were acknowledged later than %v; acknowledge them at once.", late, t.immediate().Round(time.Millisecond)),
+			events(Trigger, trig...)...)
 		return
 	}
-	t.Pass("immediate", req, fmt.Sprintf("%d of 5 IMMEDIATE_ACK frames were acknowledged within %v.", 5-late, t.immediate().Round(time.Millisecond)), events(Trigger, trig...)...)
+	t.Pass(
+		"immediate",
+		req,
+		fmt.Sprintf("%d of 5 IMMEDIATE_ACK frames were acknowledged within %v.", 5-late, t.immediate().Round(time.Millisecond)),
+		events(Trigger, trig...)...)
 }
 
 func runAFInvalidMaxAckDelay(ctx context.Context, t *T) {
@@ -340,15 +415,26 @@ func runAFInvalidMaxAckDelay(ctx context.Context, t *T) {
 		c := t.mustDial(ctx, DialOptions{Label: v.name})
 		t.Provoke(ctx, c, Expectation{Check: v.name, Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
 			Describe: fmt.Sprintf("an ACK_FREQUENCY frame with Requested Max Ack Delay %d µs", v.delay)}, func() {
-			c.Inject(spaceApp, &wire.AckFrequencyFrame{SequenceNumber: uint64(i), AckElicitingThreshold: 1, RequestedMaxAckDelay: v.delay, ReorderingThreshold: 1})
+			c.Inject(
+				spaceApp,
+				&wire.AckFrequencyFrame{SequenceNumber: uint64(i), AckElicitingThreshold: 1, RequestedMaxAckDelay: v.delay, ReorderingThreshold: 1},
+			)
 		})
 	}
 }
 
 func runAFStaleSequence(ctx context.Context, t *T) {
 	rc, minDelay := t.rawAckFreq(ctx)
-	t.setAckFrequency(ctx, rc, &wire.AckFrequencyFrame{SequenceNumber: 5, AckElicitingThreshold: 0, RequestedMaxAckDelay: max(minDelay, 5000), ReorderingThreshold: 1})
-	stale := t.setAckFrequency(ctx, rc, &wire.AckFrequencyFrame{SequenceNumber: 3, AckElicitingThreshold: 20, RequestedMaxAckDelay: 100000, ReorderingThreshold: 0})
+	t.setAckFrequency(
+		ctx,
+		rc,
+		&wire.AckFrequencyFrame{SequenceNumber: 5, AckElicitingThreshold: 0, RequestedMaxAckDelay: max(minDelay, 5000), ReorderingThreshold: 1},
+	)
+	stale := t.setAckFrequency(
+		ctx,
+		rc,
+		&wire.AckFrequencyFrame{SequenceNumber: 3, AckElicitingThreshold: 20, RequestedMaxAckDelay: 100000, ReorderingThreshold: 0},
+	)
 	var delays []time.Duration
 	var last []*packet
 	for i := 0; i < 2; i++ {
@@ -371,7 +457,14 @@ func runAFStaleSequence(ctx context.Context, t *T) {
 	}
 	switch {
 	case held == len(delays):
-		t.Fail("ignored", req, fmt.Sprintf("After a stale ACK_FREQUENCY (sequence 3, threshold 20, 100 ms, after sequence 5 with threshold 0) bursts of ten were acknowledged only after %v: the server applied the stale frame.", delays), evidence(events(Trigger, stale), events(Context, last...))...)
+		t.Fail(
+			"ignored",
+			req,
+			fmt.Sprintf(
+				"After a stale ACK_FREQUENCY (sequence 3, threshold 20, 100 ms, after sequence 5 with threshold 0) bursts of ten were acknowledged only after %v: the server applied the stale frame.",
+				delays,
+			),
+			evidence(events(Trigger, stale), events(Context, last...))...)
 	case prompt == len(delays):
 		t.Pass("ignored", req, fmt.Sprintf("After a stale ACK_FREQUENCY the server still acknowledged bursts at once (%v).", delays), events(Trigger, stale)...)
 	default:
@@ -390,7 +483,8 @@ func runAFReorderZero(ctx context.Context, t *T) {
 		trig = append(trig, ps...)
 		last := ps[len(ps)-1].at
 		// Only an ACK that covers one of these packets answers them.
-		if a := rc.receiveUntil(ctx, 150*time.Millisecond, m, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, ps[0].pn) != nil }); a != nil && a.at.Sub(last) < 20*time.Millisecond {
+		if a := rc.receiveUntil(ctx, 150*time.Millisecond, m, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, ps[0].pn) != nil }); a != nil &&
+			a.at.Sub(last) < 20*time.Millisecond {
 			early++
 			resp = append(resp, a)
 		}
@@ -398,10 +492,21 @@ func runAFReorderZero(ctx context.Context, t *T) {
 	}
 	req := t.sc.Requirements[0]
 	if early >= 2 {
-		t.Warn("no-immediate", req, fmt.Sprintf("With Reordering Threshold 0, packets with gaps still drew an ACK within 20 ms in %d of 3 runs (four packets, below the threshold of 9).", early), evidence(events(Trigger, lastN(trig, 4)...), events(Response, resp...))...)
+		t.Warn(
+			"no-immediate",
+			req,
+			fmt.Sprintf(
+				"With Reordering Threshold 0, packets with gaps still drew an ACK within 20 ms in %d of 3 runs (four packets, below the threshold of 9).",
+				early,
+			),
+			evidence(events(Trigger, lastN(trig, 4)...), events(Response, resp...))...)
 		return
 	}
-	t.Pass("no-immediate", req, fmt.Sprintf("With Reordering Threshold 0, gaps did not trigger immediate ACKs (%d of 3 runs had an early ACK).", early), events(Trigger, lastN(trig, 4)...)...)
+	t.Pass(
+		"no-immediate",
+		req,
+		fmt.Sprintf("With Reordering Threshold 0, gaps did not trigger immediate ACKs (%d of 3 runs had an early ACK).", early),
+		events(Trigger, lastN(trig, 4)...)...)
 }
 
 func runAFUnsolicited(ctx context.Context, t *T) {
@@ -440,12 +545,23 @@ func runAFServerSends(ctx context.Context, t *T) {
 	for _, fa := range fs {
 		f := fa.f.(*wire.AckFrequencyFrame)
 		if int64(f.SequenceNumber) <= last {
-			t.Fail("sequence", reqs[0], fmt.Sprintf("The server's ACK_FREQUENCY sequence numbers did not increase (%d after %d).", f.SequenceNumber, last), events(Response, fa.p)...)
+			t.Fail(
+				"sequence",
+				reqs[0],
+				fmt.Sprintf("The server's ACK_FREQUENCY sequence numbers did not increase (%d after %d).", f.SequenceNumber, last),
+				events(Response, fa.p)...)
 			return
 		}
 		last = int64(f.SequenceNumber)
 		if f.RequestedMaxAckDelay < 1000 || f.RequestedMaxAckDelay >= 1<<14*1000 {
-			t.Fail("delay", reqs[1], fmt.Sprintf("The server asked for a Requested Max Ack Delay of %d µs, outside [1000 µs, 2^14 ms); the tester would be bound to close.", f.RequestedMaxAckDelay), events(Response, fa.p)...)
+			t.Fail(
+				"delay",
+				reqs[1],
+				fmt.Sprintf(
+					"The server asked for a Requested Max Ack Delay of %d µs, outside [1000 µs, 2^14 ms); the tester would be bound to close.",
+					f.RequestedMaxAckDelay,
+				),
+				events(Response, fa.p)...)
 			return
 		}
 		if fa.p.space != 2 || fa.p.ev.PacketType != "1RTT" {
@@ -453,7 +569,11 @@ func runAFServerSends(ctx context.Context, t *T) {
 			return
 		}
 	}
-	t.Pass("valid", reqs[0], fmt.Sprintf("The server sent %d valid ACK_FREQUENCY frame(s) with increasing sequence numbers.", len(fs)), events(Response, packetsOf(fs)...)...)
+	t.Pass(
+		"valid",
+		reqs[0],
+		fmt.Sprintf("The server sent %d valid ACK_FREQUENCY frame(s) with increasing sequence numbers.", len(fs)),
+		events(Response, packetsOf(fs)...)...)
 }
 
 func runAFNotSentWithoutTP(ctx context.Context, t *T) {
@@ -464,7 +584,11 @@ func runAFNotSentWithoutTP(ctx context.Context, t *T) {
 	bad := append(framesOf[*wire.AckFrequencyFrame](ps, -1, 0, false), framesOf[*wire.ImmediateAckFrame](ps, -1, 0, false)...)
 	req := t.sc.Requirements[0]
 	if len(bad) > 0 {
-		t.Fail("absent", req, fmt.Sprintf("The server sent %s although the tester did not advertise min_ack_delay.", frameString(bad[0].f)), events(Response, bad[0].p)...)
+		t.Fail(
+			"absent",
+			req,
+			fmt.Sprintf("The server sent %s although the tester did not advertise min_ack_delay.", frameString(bad[0].f)),
+			events(Response, bad[0].p)...)
 		return
 	}
 	t.Pass("absent", req, "The server sent no ACK_FREQUENCY or IMMEDIATE_ACK to a tester that did not advertise min_ack_delay.")
@@ -488,7 +612,13 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "af-tp-invalid-from-tester", Title: "Tester's min_ack_delay above its max_ack_delay", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{ackFreq("3", Must, "Endpoints that support this extension MUST treat receipt of a min_ack_delay that is greater than the max_ack_delay as a connection error of type TRANSPORT_PARAMETER_ERROR.")},
+		Requirements: []Requirement{
+			ackFreq(
+				"3",
+				Must,
+				"Endpoints that support this extension MUST treat receipt of a min_ack_delay that is greater than the max_ack_delay as a connection error of type TRANSPORT_PARAMETER_ERROR.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			t.requireAckFreq(ctx)
 			t.ProvokeHandshake(ctx, DialOptions{Label: "min-above-max", Probe: quic.Probe{TransportParameters: func(tp *wire.TransportParameters) {
@@ -499,18 +629,26 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "af-threshold-zero", Title: "Ack-Eliciting Threshold 0: every packet acknowledged at once", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{reqAFThreshold, ackFreq("4", Descriptive, "A value of 0 results in a receiver immediately acknowledging every ack-eliciting packet.")},
-		Run:          runAFThresholdZero,
+		Requirements: []Requirement{
+			reqAFThreshold,
+			ackFreq("4", Descriptive, "A value of 0 results in a receiver immediately acknowledging every ack-eliciting packet."),
+		},
+		Run: runAFThresholdZero,
 	})
 	Register(&Scenario{
 		ID: "af-threshold-large", Title: "Ack-Eliciting Threshold 9 with 50 ms delay", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{reqAFThreshold, ackFreq("4", Should, "On receipt of a valid value, the endpoint SHOULD update its max_ack_delay to the value provided by the peer.")},
-		Run:          runAFThresholdLarge,
+		Requirements: []Requirement{
+			reqAFThreshold,
+			ackFreq("4", Should, "On receipt of a valid value, the endpoint SHOULD update its max_ack_delay to the value provided by the peer."),
+		},
+		Run: runAFThresholdLarge,
 	})
 	Register(&Scenario{
 		ID: "af-immediate-ack", Title: "IMMEDIATE_ACK is answered at once", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{ackFreq("5", Should, "An endpoint SHOULD send a packet containing an ACK frame immediately upon receiving an IMMEDIATE_ACK frame.")},
-		Run:          runAFImmediateAck,
+		Requirements: []Requirement{
+			ackFreq("5", Should, "An endpoint SHOULD send a packet containing an ACK frame immediately upon receiving an IMMEDIATE_ACK frame."),
+		},
+		Run: runAFImmediateAck,
 	})
 	Register(&Scenario{
 		ID: "af-invalid-max-ack-delay", Title: "ACK_FREQUENCY with an invalid Requested Max Ack Delay", Family: "H", Needs: []string{NeedApp},
@@ -522,18 +660,32 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "af-stale-sequence-ignored", Title: "ACK_FREQUENCY with an older sequence number is ignored", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{ackFreq("4", Must, "A receiving endpoint MUST ignore a received ACK_FREQUENCY frame unless the Sequence Number value in the frame is greater than the largest processed value.")},
-		Run:          runAFStaleSequence,
+		Requirements: []Requirement{
+			ackFreq(
+				"4",
+				Must,
+				"A receiving endpoint MUST ignore a received ACK_FREQUENCY frame unless the Sequence Number value in the frame is greater than the largest processed value.",
+			),
+		},
+		Run: runAFStaleSequence,
 	})
 	Register(&Scenario{
 		ID: "af-reordering-threshold-zero", Title: "Reordering Threshold 0: gaps trigger no immediate ACK", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{ackFreq("6.2", ShouldNot, "has a Reordering Threshold value of 0, the endpoint SHOULD NOT send an immediate acknowledgment in response to packets received out of order")},
-		Run:          runAFReorderZero,
+		Requirements: []Requirement{
+			ackFreq(
+				"6.2",
+				ShouldNot,
+				"has a Reordering Threshold value of 0, the endpoint SHOULD NOT send an immediate acknowledgment in response to packets received out of order",
+			),
+		},
+		Run: runAFReorderZero,
 	})
 	Register(&Scenario{
 		ID: "af-unsolicited-frame", Title: "ACK_FREQUENCY to a server without the extension", Family: "H", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("12.4", Must, "An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR.")},
-		Run:          runAFUnsolicited,
+		Requirements: []Requirement{
+			rfc9000("12.4", Must, "An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR."),
+		},
+		Run: runAFUnsolicited,
 	})
 	Register(&Scenario{
 		ID: "af-server-sends", Title: "ACK_FREQUENCY frames the server sends", Family: "H", Needs: []string{NeedApp, NeedLarge},
@@ -546,8 +698,16 @@ func init() {
 	Register(&Scenario{
 		ID: "af-not-sent-without-tp", Title: "No ACK_FREQUENCY or IMMEDIATE_ACK without min_ack_delay", Family: "H", Needs: []string{NeedApp, NeedLarge}, Passive: true,
 		Requirements: []Requirement{
-			rfc9000("19.21", Must, "An extension to QUIC that wishes to use a new type of frame MUST first ensure that a peer is able to understand the frame."),
-			ackFreq("3", MustNot, "Endpoints MUST NOT remember the value of the min_ack_delay transport parameter they received for use in a subsequent connection."),
+			rfc9000(
+				"19.21",
+				Must,
+				"An extension to QUIC that wishes to use a new type of frame MUST first ensure that a peer is able to understand the frame.",
+			),
+			ackFreq(
+				"3",
+				MustNot,
+				"Endpoints MUST NOT remember the value of the min_ack_delay transport parameter they received for use in a subsequent connection.",
+			),
 		},
 		Run: runAFNotSentWithoutTP,
 	})

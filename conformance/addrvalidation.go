@@ -16,7 +16,11 @@ import (
 // stay silent and so never completes address validation.
 
 var (
-	reqAmpHandshake = rfc9000("8.1", MustNot, "Prior to validating the client address, servers MUST NOT send more than three times as many bytes as the number of bytes they have received.")
+	reqAmpHandshake = rfc9000(
+		"8.1",
+		MustNot,
+		"Prior to validating the client address, servers MUST NOT send more than three times as many bytes as the number of bytes they have received.",
+	)
 	reqTokenProceed = rfc9000("8.1.3", Should, "If the validation succeeds, the server SHOULD then allow the handshake to proceed.")
 )
 
@@ -67,16 +71,39 @@ func runAmpHandshakeLimit(ctx context.Context, t *T) {
 	rs := received(t.rec.snapshot(), rc.trace.id, 0)
 	if n == 0 {
 		t.requireControl(ctx, "The server sent nothing to the silent client")
-		t.Inconclusive(fmt.Sprintf("The server sent nothing in %v to a client whose first Initial it never answered, although a normal handshake works.", silentWindow), events(Context, rc.LastSent())...)
+		t.Inconclusive(
+			fmt.Sprintf("The server sent nothing in %v to a client whose first Initial it never answered, although a normal handshake works.", silentWindow),
+			events(Context, rc.LastSent())...)
 	}
 	t.Fact("amplification.factor", fmt.Sprintf("%.2f", float64(recv)/float64(sent)))
 	t.Fact("amplification.datagrams", n)
 	t.Fact("pto.schedule", firstFlightSchedule(t.rec.snapshot(), rc.trace.id))
 	if recv > 3*sent {
-		t.Fail("limit", req, fmt.Sprintf("The server sent %d bytes in %d datagrams to an unvalidated address after receiving %d (%.2f×); the limit is 3×.", recv, n, sent, float64(recv)/float64(sent)), events(Response, lastN(rs, 4)...)...)
+		t.Fail(
+			"limit",
+			req,
+			fmt.Sprintf(
+				"The server sent %d bytes in %d datagrams to an unvalidated address after receiving %d (%.2f×); the limit is 3×.",
+				recv,
+				n,
+				sent,
+				float64(recv)/float64(sent),
+			),
+			events(Response, lastN(rs, 4)...)...)
 		return
 	}
-	t.Pass("limit", req, fmt.Sprintf("Over %v the server sent %d bytes in %d datagrams to a client that had sent %d and never validated its address (%.2f×).", silentWindow, recv, n, sent, float64(recv)/float64(sent)), events(Response, lastN(rs, 4)...)...)
+	t.Pass(
+		"limit",
+		req,
+		fmt.Sprintf(
+			"Over %v the server sent %d bytes in %d datagrams to a client that had sent %d and never validated its address (%.2f×).",
+			silentWindow,
+			recv,
+			n,
+			sent,
+			float64(recv)/float64(sent),
+		),
+		events(Response, lastN(rs, 4)...)...)
 }
 
 func runAmpTracksClientBytes(ctx context.Context, t *T) {
@@ -114,10 +141,29 @@ func runAmpTracksClientBytes(ctx context.Context, t *T) {
 				evs = append(evs, p)
 			}
 		}
-		t.Fail("cumulative", req, fmt.Sprintf("By %v the server had sent %d bytes after receiving %d (%.2f×) from a client that never validated its address.", at.Sub(t.started).Round(time.Millisecond), recv, sent, float64(recv)/float64(sent)), events(Response, lastN(evs, 4)...)...)
+		t.Fail(
+			"cumulative",
+			req,
+			fmt.Sprintf(
+				"By %v the server had sent %d bytes after receiving %d (%.2f×) from a client that never validated its address.",
+				at.Sub(t.started).Round(time.Millisecond),
+				recv,
+				sent,
+				float64(recv)/float64(sent),
+			),
+			events(Response, lastN(evs, 4)...)...)
 		return
 	}
-	t.Pass("cumulative", req, fmt.Sprintf("The server's cumulative total (%d bytes) never exceeded three times the client's (%d bytes); it resumed sending after %d of the client's extra Initials.", recv, sent, resumed))
+	t.Pass(
+		"cumulative",
+		req,
+		fmt.Sprintf(
+			"The server's cumulative total (%d bytes) never exceeded three times the client's (%d bytes); it resumed sending after %d of the client's extra Initials.",
+			recv,
+			sent,
+			resumed,
+		),
+	)
 }
 
 func runAmpClosingState(ctx context.Context, t *T) {
@@ -139,10 +185,24 @@ func runAmpClosingState(ctx context.Context, t *T) {
 		return
 	}
 	if over {
-		t.Fail("limit", req, fmt.Sprintf("While closing, the server had sent %d bytes by %v after receiving %d from an unvalidated address (%.2f×).", recv, at.Sub(t.started).Round(time.Millisecond), sent, float64(recv)/float64(sent)), events(Response, lastN(rs, 4)...)...)
+		t.Fail(
+			"limit",
+			req,
+			fmt.Sprintf(
+				"While closing, the server had sent %d bytes by %v after receiving %d from an unvalidated address (%.2f×).",
+				recv,
+				at.Sub(t.started).Round(time.Millisecond),
+				sent,
+				float64(recv)/float64(sent),
+			),
+			events(Response, lastN(rs, 4)...)...)
 		return
 	}
-	t.Pass("limit", req, fmt.Sprintf("While closing, the server sent %d bytes in answer to %d (%.2f×).", recv, sent, float64(recv)/float64(sent)), events(Response, lastN(rs, 3)...)...)
+	t.Pass(
+		"limit",
+		req,
+		fmt.Sprintf("While closing, the server sent %d bytes in answer to %d (%.2f×).", recv, sent, float64(recv)/float64(sent)),
+		events(Response, lastN(rs, 3)...)...)
 }
 
 // retries returns the Retry packets received on rc's first path, raw.
@@ -186,7 +246,11 @@ func runRetryFormat(ctx context.Context, t *T) {
 	t.Fact("retry.scid-length", len(r.SCID))
 	ok := true
 	if protect.VerifyRetry(uint32(r.Version), rc.ODCID, raw[0]) != nil {
-		t.Fail("tag", reqs[0], "The server's Retry Integrity Tag does not validate against the client's original Destination Connection ID; a client must discard it.", events(Response, rets...)...)
+		t.Fail(
+			"tag",
+			reqs[0],
+			"The server's Retry Integrity Tag does not validate against the client's original Destination Connection ID; a client must discard it.",
+			events(Response, rets...)...)
 		ok = false
 	}
 	if len(r.Token) == 0 {
@@ -194,15 +258,31 @@ func runRetryFormat(ctx context.Context, t *T) {
 		ok = false
 	}
 	if bytes.Equal(r.SCID, rc.ODCID) {
-		t.Fail("scid", reqs[2], fmt.Sprintf("The Retry's Source Connection ID %x equals the client's Destination Connection ID.", r.SCID), events(Response, rets...)...)
+		t.Fail(
+			"scid",
+			reqs[2],
+			fmt.Sprintf("The Retry's Source Connection ID %x equals the client's Destination Connection ID.", r.SCID),
+			events(Response, rets...)...)
 		ok = false
 	}
 	if len(raw) > 1 {
-		t.Fail("once", reqs[3], fmt.Sprintf("The server sent %d Retry packets in answer to the client's single datagram.", len(raw)), events(Response, rets...)...)
+		t.Fail(
+			"once",
+			reqs[3],
+			fmt.Sprintf("The server sent %d Retry packets in answer to the client's single datagram.", len(raw)),
+			events(Response, rets...)...)
 		ok = false
 	}
 	if ok {
-		t.Pass("format", reqs[0], fmt.Sprintf("One Retry with a valid tag, a %d-byte token and a %d-byte Source Connection ID different from the client's.", len(r.Token), len(r.SCID)), events(Response, rets...)...)
+		t.Pass(
+			"format",
+			reqs[0],
+			fmt.Sprintf(
+				"One Retry with a valid tag, a %d-byte token and a %d-byte Source Connection ID different from the client's.",
+				len(r.Token),
+				len(r.SCID),
+			),
+			events(Response, rets...)...)
 	}
 }
 
@@ -227,15 +307,35 @@ func runRetryHandshake(ctx context.Context, t *T) {
 		return
 	}
 	if !bytes.Equal(tp.RetrySourceConnectionID, rc.RetrySCID) {
-		t.Fail("retry-scid", reqs[1], fmt.Sprintf("retry_source_connection_id is %x, but the Retry's Source Connection ID was %x.", tp.RetrySourceConnectionID, rc.RetrySCID))
+		t.Fail(
+			"retry-scid",
+			reqs[1],
+			fmt.Sprintf("retry_source_connection_id is %x, but the Retry's Source Connection ID was %x.", tp.RetrySourceConnectionID, rc.RetrySCID),
+		)
 		return
 	}
 	if !bytes.Equal(tp.OriginalDestinationConnectionID, rc.ODCID) {
-		t.Fail("odcid", reqs[1], fmt.Sprintf("original_destination_connection_id is %x, but the client's first Destination Connection ID was %x.", tp.OriginalDestinationConnectionID, rc.ODCID))
+		t.Fail(
+			"odcid",
+			reqs[1],
+			fmt.Sprintf(
+				"original_destination_connection_id is %x, but the client's first Destination Connection ID was %x.",
+				tp.OriginalDestinationConnectionID,
+				rc.ODCID,
+			),
+		)
 		return
 	}
 	body, ferr := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
-	t.Pass("parameters", reqs[1], fmt.Sprintf("After the Retry the handshake completed with matching original_destination_connection_id and retry_source_connection_id; the fetch gave %d bytes (%v).", len(body), ferr))
+	t.Pass(
+		"parameters",
+		reqs[1],
+		fmt.Sprintf(
+			"After the Retry the handshake completed with matching original_destination_connection_id and retry_source_connection_id; the fetch gave %d bytes (%v).",
+			len(body),
+			ferr,
+		),
+	)
 }
 
 func runRetryTokenCorrupted(ctx context.Context, t *T) {
@@ -259,18 +359,33 @@ func runRetryTokenCorrupted(ctx context.Context, t *T) {
 			t.Pass("invalid-token", req, "The server closed with INVALID_TOKEN when the client echoed a corrupted Retry token.", events(Response, cl)...)
 			return
 		}
-		t.Warn("invalid-token", req, fmt.Sprintf("The server closed with %s instead of INVALID_TOKEN on a corrupted Retry token.", closeCode(cl.closeFrame())), events(Response, cl)...)
+		t.Warn(
+			"invalid-token",
+			req,
+			fmt.Sprintf("The server closed with %s instead of INVALID_TOKEN on a corrupted Retry token.", closeCode(cl.closeFrame())),
+			events(Response, cl)...)
 		return
 	}
 	if herr == nil || rc.ServerSCID != nil {
-		t.Observe("invalid-token", "The handshake went on with the corrupted Retry token; the server may count the address as validated by the Retry's connection ID alone (RFC 9000 §8.1).")
+		t.Observe(
+			"invalid-token",
+			"The handshake went on with the corrupted Retry token; the server may count the address as validated by the Retry's connection ID alone (RFC 9000 §8.1).",
+		)
 		return
 	}
 	if len(raw) > 1 {
-		t.Warn("invalid-token", req, "The server answered a corrupted Retry token with a second Retry instead of closing with INVALID_TOKEN.", events(Response, lastN(ps, 2)...)...)
+		t.Warn(
+			"invalid-token",
+			req,
+			"The server answered a corrupted Retry token with a second Retry instead of closing with INVALID_TOKEN.",
+			events(Response, lastN(ps, 2)...)...)
 		return
 	}
-	t.Warn("invalid-token", req, fmt.Sprintf("The server went silent on a corrupted Retry token for %v instead of closing with INVALID_TOKEN.", t.Settle().Round(time.Millisecond)))
+	t.Warn(
+		"invalid-token",
+		req,
+		fmt.Sprintf("The server went silent on a corrupted Retry token for %v instead of closing with INVALID_TOKEN.", t.Settle().Round(time.Millisecond)),
+	)
 }
 
 // newTokenConn runs a full handshake on the raw client (following any
@@ -302,11 +417,19 @@ func runTokenFormat(ctx context.Context, t *T) {
 	t.Fact("token.new-token", map[string]int{"count": len(fs), "size": len(fs[0].f.(*wire.NewTokenFrame).Token)})
 	for _, fa := range fs {
 		if len(fa.f.(*wire.NewTokenFrame).Token) == 0 {
-			t.Fail("not-empty", t.sc.Requirements[0], "The server sent a NEW_TOKEN frame with an empty token; the client would be bound to close with FRAME_ENCODING_ERROR.", events(Response, fa.p)...)
+			t.Fail(
+				"not-empty",
+				t.sc.Requirements[0],
+				"The server sent a NEW_TOKEN frame with an empty token; the client would be bound to close with FRAME_ENCODING_ERROR.",
+				events(Response, fa.p)...)
 			return
 		}
 	}
-	t.Pass("not-empty", t.sc.Requirements[0], fmt.Sprintf("The server's %d NEW_TOKEN frame(s) carry non-empty tokens.", len(fs)), events(Response, packetsOf(fs)...)...)
+	t.Pass(
+		"not-empty",
+		t.sc.Requirements[0],
+		fmt.Sprintf("The server's %d NEW_TOKEN frame(s) carry non-empty tokens.", len(fs)),
+		events(Response, packetsOf(fs)...)...)
 }
 
 func runTokenUnique(ctx context.Context, t *T) {
@@ -329,7 +452,13 @@ func runTokenUnique(ctx context.Context, t *T) {
 // whether the server treated the address as validated: no Retry from a
 // server that always sends one, or more than three times the Initial's
 // bytes in answer to it. seen is false when neither can show.
-func (t *T) tokenAcceptance(ctx context.Context, label string, tok []byte, alwaysRetry bool, o rawquic.Options) (accepted, seen bool, why string, rc *rawClient) {
+func (t *T) tokenAcceptance(
+	ctx context.Context,
+	label string,
+	tok []byte,
+	alwaysRetry bool,
+	o rawquic.Options,
+) (accepted, seen bool, why string, rc *rawClient) {
 	o.Label, o.Token = label, tok
 	rc = t.silentClient(ctx, o, 2*time.Second)
 	raw, _ := t.retries(rc)
@@ -356,7 +485,11 @@ func runTokenAccepted(ctx context.Context, t *T) {
 		t.Fact("token.new-token", "accepted")
 		t.Pass("accepted", req, fmt.Sprintf("With the NEW_TOKEN token %s: the address counted as validated.", why), events(Trigger, first)...)
 	case always && seen:
-		t.Warn("accepted", req, "The server, which always sends Retry, sent one for a fresh NEW_TOKEN token; accept valid tokens and let the handshake proceed.", events(Trigger, first)...)
+		t.Warn(
+			"accepted",
+			req,
+			"The server, which always sends Retry, sent one for a fresh NEW_TOKEN token; accept valid tokens and let the handshake proceed.",
+			events(Trigger, first)...)
 	default:
 		t.Observe("accepted", fmt.Sprintf("Acceptance of the NEW_TOKEN token cannot be seen: %s.", why), events(Trigger, first)...)
 	}
@@ -376,14 +509,21 @@ func runTokenUnknown(ctx context.Context, t *T) {
 	default:
 		if cl := firstClose(ps); cl != nil {
 			t.Fact("token.unknown", closeCode(cl.closeFrame()))
-			t.Observe("proceeds", fmt.Sprintf("The server closed with %s on an unknown token (it took it for a Retry token).", closeCode(cl.closeFrame())), events(Response, cl)...)
+			t.Observe(
+				"proceeds",
+				fmt.Sprintf("The server closed with %s on an unknown token (it took it for a Retry token).", closeCode(cl.closeFrame())),
+				events(Response, cl)...)
 			return
 		}
 		if len(ps) > 0 {
 			t.Inconclusive(fmt.Sprintf("The handshake with an unknown token did not complete: %v.", err), events(Context, lastN(ps, 3)...)...)
 		}
 		t.requireControl(ctx, "The server did not answer an Initial carrying an unknown token")
-		t.Warn("proceeds", req, "The server silently dropped an Initial carrying a token it never issued, while a normal handshake works; proceed as if there were no token.")
+		t.Warn(
+			"proceeds",
+			req,
+			"The server silently dropped an Initial carrying a token it never issued, while a normal handshake works; proceed as if there were no token.",
+		)
 	}
 }
 
@@ -413,7 +553,17 @@ func runTokenOtherAddress(ctx context.Context, t *T) {
 	sent, recv, _ := t.ampCounts(rc)
 	req := t.sc.Requirements[0]
 	if recv > 3*sent {
-		t.Fail("limit", req, fmt.Sprintf("From %v, with a token issued to another address, the server sent %d bytes after receiving %d (%.2f×).", ip, recv, sent, float64(recv)/float64(sent)))
+		t.Fail(
+			"limit",
+			req,
+			fmt.Sprintf(
+				"From %v, with a token issued to another address, the server sent %d bytes after receiving %d (%.2f×).",
+				ip,
+				recv,
+				sent,
+				float64(recv)/float64(sent),
+			),
+		)
 		return
 	}
 	t.Pass("limit", req, fmt.Sprintf("From %v, with a token issued to another address, %s.", ip, why))
@@ -461,20 +611,39 @@ func runRetryTokenStale(ctx context.Context, t *T) {
 	ps := received(t.rec.snapshot(), rc.trace.id, mark)
 	after := fmt.Sprintf("%v after the Retry", trig.at.Sub(retryP.at).Round(time.Millisecond))
 	if rs := t.retriesSince(rc, mark); len(rs) > 0 {
-		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token drew another Retry instead of the handshake.", after), evidence(events(Trigger, trig), events(Response, rs[0]))...)
+		t.Pass(
+			"refused",
+			req,
+			fmt.Sprintf("Replayed %s, the token drew another Retry instead of the handshake.", after),
+			evidence(events(Trigger, trig), events(Response, rs[0]))...)
 		return
 	}
 	if cl := firstClose(ps); cl != nil {
 		cc := cl.closeFrame()
-		t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token was refused with %s.", after, closeCode(cc)), evidence(events(Trigger, trig), events(Response, cl))...)
+		t.Pass(
+			"refused",
+			req,
+			fmt.Sprintf("Replayed %s, the token was refused with %s.", after, closeCode(cc)),
+			evidence(events(Trigger, trig), events(Response, cl))...)
 		return
 	}
 	if rc.ServerSCID != nil {
-		t.Warn("refused", req, fmt.Sprintf("Replayed %s, the Retry token was still accepted: the server went on with the handshake; accept Retry tokens only for a short time.", after), evidence(events(Trigger, trig), events(Response, lastN(ps, 2)...))...)
+		t.Warn(
+			"refused",
+			req,
+			fmt.Sprintf(
+				"Replayed %s, the Retry token was still accepted: the server went on with the handshake; accept Retry tokens only for a short time.",
+				after,
+			),
+			evidence(events(Trigger, trig), events(Response, lastN(ps, 2)...))...)
 		return
 	}
 	t.requireControl(ctx, fmt.Sprintf("Nothing came back to the token replayed %s", after))
-	t.Pass("refused", req, fmt.Sprintf("Replayed %s, the token drew no answer: the server dropped the Initial (a normal handshake works).", after), events(Trigger, trig)...)
+	t.Pass(
+		"refused",
+		req,
+		fmt.Sprintf("Replayed %s, the token drew no answer: the server dropped the Initial (a normal handshake works).", after),
+		events(Trigger, trig)...)
 }
 
 // retryOf returns the first Retry the raw client received, parsed.
@@ -519,14 +688,24 @@ func init() {
 		Requirements: []Requirement{
 			rfc9000("8.1", Must, "servers MUST count all of the payload bytes received in datagrams that are uniquely attributed to a single connection."),
 			reqAmpHandshake,
-			rfc9000("8.1", May, "an endpoint MAY consider the peer address validated if the peer uses a connection ID chosen by the endpoint and the connection ID contains at least 64 bits of entropy."),
+			rfc9000(
+				"8.1",
+				May,
+				"an endpoint MAY consider the peer address validated if the peer uses a connection ID chosen by the endpoint and the connection ID contains at least 64 bits of entropy.",
+			),
 		},
 		Run: runAmpTracksClientBytes,
 	})
 	Register(&Scenario{
 		ID: "amp-closing-state-limit", Title: "3× limit while closing towards an unvalidated address", Family: "F", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("10.2.1", Must, "MUST either discard packets received from an unvalidated address or limit … to three times the size of packets it receives from that address.")},
-		Run:          runAmpClosingState,
+		Requirements: []Requirement{
+			rfc9000(
+				"10.2.1",
+				Must,
+				"MUST either discard packets received from an unvalidated address or limit … to three times the size of packets it receives from that address.",
+			),
+		},
+		Run: runAmpClosingState,
 	})
 	Register(&Scenario{
 		ID: "retry-format", Title: "Retry packet format", Family: "F", Needs: []string{NeedApp},
@@ -541,8 +720,16 @@ func init() {
 	Register(&Scenario{
 		ID: "retry-handshake", Title: "Handshake after a Retry", Family: "F", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("7.3", Must, "An endpoint MUST treat the following as a connection error of type TRANSPORT_PARAMETER_ERROR or PROTOCOL_VIOLATION … absence of the retry_source_connection_id transport parameter from the server after receiving a Retry packet"),
-			rfc9000("7.3", Must, "The values provided by a peer for these transport parameters MUST match the values that an endpoint used in the Destination and Source Connection ID fields"),
+			rfc9000(
+				"7.3",
+				Must,
+				"An endpoint MUST treat the following as a connection error of type TRANSPORT_PARAMETER_ERROR or PROTOCOL_VIOLATION … absence of the retry_source_connection_id transport parameter from the server after receiving a Retry packet",
+			),
+			rfc9000(
+				"7.3",
+				Must,
+				"The values provided by a peer for these transport parameters MUST match the values that an endpoint used in the Destination and Source Connection ID fields",
+			),
 		},
 		Run: runRetryHandshake,
 	})
@@ -550,7 +737,11 @@ func init() {
 		ID: "retry-token-corrupted", Title: "Corrupted Retry token", Family: "F", Needs: []string{NeedApp},
 		Requirements: []Requirement{
 			rfc9000("8.1.2", Should, "Instead, the server SHOULD immediately close … the connection with an INVALID_TOKEN error."),
-			rfc9000("8.1", May, "an endpoint MAY consider the peer address validated if the peer uses a connection ID chosen by the endpoint and the connection ID contains at least 64 bits of entropy."),
+			rfc9000(
+				"8.1",
+				May,
+				"an endpoint MAY consider the peer address validated if the peer uses a connection ID chosen by the endpoint and the connection ID contains at least 64 bits of entropy.",
+			),
 		},
 		Run: runRetryTokenCorrupted,
 	})
@@ -558,14 +749,24 @@ func init() {
 		ID: "token-new-token-format", Title: "NEW_TOKEN tokens are not empty", Family: "F", Needs: []string{NeedApp}, Passive: true,
 		Requirements: []Requirement{
 			rfc9000("19.7", MustNot, "The token MUST NOT be empty."),
-			rfc9000("19.7", Must, "A client MUST treat receipt of a NEW_TOKEN frame with an empty Token field as a connection error of type FRAME_ENCODING_ERROR."),
+			rfc9000(
+				"19.7",
+				Must,
+				"A client MUST treat receipt of a NEW_TOKEN frame with an empty Token field as a connection error of type FRAME_ENCODING_ERROR.",
+			),
 		},
 		Run: runTokenFormat,
 	})
 	Register(&Scenario{
 		ID: "token-new-token-unique", Title: "NEW_TOKEN values differ between connections", Family: "F", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("8.1.3", Must, "A server MUST ensure that every NEW_TOKEN frame it sends is unique across all clients, with the exception of those sent to repair losses of previously sent NEW_TOKEN frames.")},
-		Run:          runTokenUnique,
+		Requirements: []Requirement{
+			rfc9000(
+				"8.1.3",
+				Must,
+				"A server MUST ensure that every NEW_TOKEN frame it sends is unique across all clients, with the exception of those sent to repair losses of previously sent NEW_TOKEN frames.",
+			),
+		},
+		Run: runTokenUnique,
 	})
 	Register(&Scenario{
 		ID: "token-new-token-accepted", Title: "A NEW_TOKEN token validates the address", Family: "F", Needs: []string{NeedApp},
@@ -574,13 +775,25 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "token-unknown-token", Title: "Initial with a token the server never issued", Family: "F", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("8.1.3", Should, "If the token is invalid, then the server SHOULD proceed as if the client did not have a validated address, including potentially sending a Retry packet.")},
-		Run:          runTokenUnknown,
+		Requirements: []Requirement{
+			rfc9000(
+				"8.1.3",
+				Should,
+				"If the token is invalid, then the server SHOULD proceed as if the client did not have a validated address, including potentially sending a Retry packet.",
+			),
+		},
+		Run: runTokenUnknown,
 	})
 	Register(&Scenario{
 		ID: "token-new-token-replay", Title: "A NEW_TOKEN token used twice", Family: "F", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("8.1.4", ShouldNot, "Tokens that are provided in NEW_TOKEN frames … need to be valid for longer but SHOULD NOT be accepted multiple times.")},
-		Run:          runTokenReplay,
+		Requirements: []Requirement{
+			rfc9000(
+				"8.1.4",
+				ShouldNot,
+				"Tokens that are provided in NEW_TOKEN frames … need to be valid for longer but SHOULD NOT be accepted multiple times.",
+			),
+		},
+		Run: runTokenReplay,
 	})
 	Register(&Scenario{
 		ID: "token-new-token-other-address", Title: "A NEW_TOKEN token from another address", Family: "F", Needs: []string{NeedApp},

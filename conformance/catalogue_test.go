@@ -48,7 +48,9 @@ func TestScenariosDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(old, b.Bytes()) {
-		t.Fatalf("docs/scenarios.md is stale: regenerate it with `go run ./cmd/quiver scenarios --markdown > docs/scenarios.md` (or go test ./conformance -run TestScenariosDoc -update)")
+		t.Fatalf(
+			"docs/scenarios.md is stale: regenerate it with `go run ./cmd/quiver scenarios --markdown > docs/scenarios.md` (or go test ./conformance -run TestScenariosDoc -update)",
+		)
 	}
 	for _, s := range Scenarios() {
 		if !bytes.Contains(old, []byte("### `"+s.ID+"`")) {

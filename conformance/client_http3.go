@@ -15,11 +15,36 @@ import (
 // server library's back) or on a stream it opens.
 
 var (
-	reqCliH3MaxPushID   = rfc("RFC 9114", "7.2.7", Must, "A client MUST treat the receipt of a MAX_PUSH_ID frame as a connection error of type H3_FRAME_UNEXPECTED.")
-	reqCliH3GoawayUp    = rfc("RFC 9114", "5.2", Must, "Receiving a GOAWAY containing a larger identifier than previously received MUST be treated as a connection error of type H3_ID_ERROR.")
-	reqCliH3GoawayType  = rfc("RFC 9114", "7.2.6", Must, "A client MUST treat receipt of a GOAWAY frame containing a stream ID of any other type as a connection error of type H3_ID_ERROR.")
-	reqCliH3PushNoMax   = rfc("RFC 9114", "4.6", Must, "A client MUST treat receipt of a push stream as a connection error of type H3_ID_ERROR when no MAX_PUSH_ID frame has been sent")
-	reqCliH3ServerBidi  = rfc("RFC 9114", "6.1", Must, "Clients MUST treat receipt of a server-initiated bidirectional stream as a connection error of type H3_STREAM_CREATION_ERROR unless such an extension has been negotiated.")
+	reqCliH3MaxPushID = rfc(
+		"RFC 9114",
+		"7.2.7",
+		Must,
+		"A client MUST treat the receipt of a MAX_PUSH_ID frame as a connection error of type H3_FRAME_UNEXPECTED.",
+	)
+	reqCliH3GoawayUp = rfc(
+		"RFC 9114",
+		"5.2",
+		Must,
+		"Receiving a GOAWAY containing a larger identifier than previously received MUST be treated as a connection error of type H3_ID_ERROR.",
+	)
+	reqCliH3GoawayType = rfc(
+		"RFC 9114",
+		"7.2.6",
+		Must,
+		"A client MUST treat receipt of a GOAWAY frame containing a stream ID of any other type as a connection error of type H3_ID_ERROR.",
+	)
+	reqCliH3PushNoMax = rfc(
+		"RFC 9114",
+		"4.6",
+		Must,
+		"A client MUST treat receipt of a push stream as a connection error of type H3_ID_ERROR when no MAX_PUSH_ID frame has been sent",
+	)
+	reqCliH3ServerBidi = rfc(
+		"RFC 9114",
+		"6.1",
+		Must,
+		"Clients MUST treat receipt of a server-initiated bidirectional stream as a connection error of type H3_STREAM_CREATION_ERROR unless such an extension has been negotiated.",
+	)
 	h3FrameMaxPushID    = uint64(0x0d)
 	h3FrameGoaway       = uint64(0x07)
 	h3FrameHeaders      = uint64(0x01)
@@ -130,8 +155,13 @@ func registerClientH3() {
 			{"stream ID 2 (client unidirectional)", goaway(2)},
 			{"stream ID 1 (server bidirectional)", goaway(1)},
 		})
-	h3Scenario("cli-h3-push-without-max-push-id", "A push stream without MAX_PUSH_ID", []Requirement{reqCliH3PushNoMax}, h3.ErrCodeIDError,
-		"a push stream (type 0x01, push ID 0) although the client sent no MAX_PUSH_ID", []variantT{{"push", func(ctx context.Context, t *T, s *testServer, c *Conn) {
+	h3Scenario(
+		"cli-h3-push-without-max-push-id",
+		"A push stream without MAX_PUSH_ID",
+		[]Requirement{reqCliH3PushNoMax},
+		h3.ErrCodeIDError,
+		"a push stream (type 0x01, push ID 0) although the client sent no MAX_PUSH_ID",
+		[]variantT{{"push", func(ctx context.Context, t *T, s *testServer, c *Conn) {
 			if _, _, data, ok := controlStreamEnd(t.rec.snapshot(), s.trace.id, false); ok {
 				for _, typ := range h3FrameTypes(data[1:]) {
 					if typ == h3FrameMaxPushID {
@@ -140,11 +170,14 @@ func registerClientH3() {
 				}
 			}
 			uniStream(ctx, t, c, []byte{h3StreamTypePush, 0x00}, false)
-		}}})
+		}}},
+	)
 	h3Scenario("cli-h3-server-bidi-stream", "A server-initiated bidirectional stream", []Requirement{reqCliH3ServerBidi}, h3.ErrCodeStreamCreationError,
 		"a server-initiated bidirectional stream carrying a HEADERS frame", []variantT{{"server bidi", func(ctx context.Context, t *T, s *testServer, c *Conn) {
 			if tp := t.clientTPOf(s); tp.InitialMaxStreamsBidi == 0 {
-				t.Unsupported("The client's initial_max_streams_bidi is 0, so the server cannot open a bidirectional stream (covered by cli-stream-limit-violation).")
+				t.Unsupported(
+					"The client's initial_max_streams_bidi is 0, so the server cannot open a bidirectional stream (covered by cli-stream-limit-violation).",
+				)
 			}
 			bidiStream(ctx, t, c, rawquic.H3Frame(h3FrameHeaders, []byte{0, 0}))
 		}}})

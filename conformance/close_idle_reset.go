@@ -35,18 +35,46 @@ func runCloseDrainingSilence(ctx context.Context, t *T) {
 		}
 	}
 	if len(other) > 0 {
-		t.Fail("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d more packet(s) (first: %s) instead of draining in silence.", len(other), other[0].ev.PacketType), evidence(events(Trigger, trig), events(Response, lastN(other, 3)...))...)
+		t.Fail(
+			"silence",
+			req,
+			fmt.Sprintf(
+				"After the tester's CONNECTION_CLOSE the server sent %d more packet(s) (first: %s) instead of draining in silence.",
+				len(other),
+				other[0].ev.PacketType,
+			),
+			evidence(events(Trigger, trig), events(Response, lastN(other, 3)...))...)
 		return
 	}
-	t.Pass("silence", req, fmt.Sprintf("After the tester's CONNECTION_CLOSE the server sent %d closing packet(s) and then nothing for 3 PTO, while PINGs kept arriving.", len(closes)), evidence(events(Trigger, trig), events(Response, closes...))...)
+	t.Pass(
+		"silence",
+		req,
+		fmt.Sprintf(
+			"After the tester's CONNECTION_CLOSE the server sent %d closing packet(s) and then nothing for 3 PTO, while PINGs kept arriving.",
+			len(closes),
+		),
+		evidence(events(Trigger, trig), events(Response, closes...))...)
 }
 
 func runCloseReasonUTF8(ctx context.Context, t *T) {
 	c := t.mustDial(ctx, DialOptions{})
-	t.Provoke(ctx, c, Expectation{Check: "provoke", Req: rfc9000("12.4", Must, "An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR."),
-		Codes: transportCodes(wire.FrameEncodingError), Describe: "an unknown frame type"}, func() {
-		c.Inject(spaceApp, &wire.RawFrame{Bytes: wire.AppendVarint(nil, unknownFrameType)})
-	})
+	t.Provoke(
+		ctx,
+		c,
+		Expectation{
+			Check: "provoke",
+			Req: rfc9000(
+				"12.4",
+				Must,
+				"An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR.",
+			),
+			Codes:    transportCodes(wire.FrameEncodingError),
+			Describe: "an unknown frame type",
+		},
+		func() {
+			c.Inject(spaceApp, &wire.RawFrame{Bytes: wire.AppendVarint(nil, unknownFrameType)})
+		},
+	)
 	// The provoking check is context for this scenario, not its verdict.
 	t.mu.Lock()
 	t.checks = t.checks[:0]
@@ -59,7 +87,11 @@ func runCloseReasonUTF8(ctx context.Context, t *T) {
 		}
 		n++
 		if !utf8.Valid(cc.Reason) {
-			t.Warn("utf8", t.sc.Requirements[0], fmt.Sprintf("The server's CONNECTION_CLOSE reason phrase %q is not valid UTF-8.", cc.Reason), events(Response, p)...)
+			t.Warn(
+				"utf8",
+				t.sc.Requirements[0],
+				fmt.Sprintf("The server's CONNECTION_CLOSE reason phrase %q is not valid UTF-8.", cc.Reason),
+				events(Response, p)...)
 			return
 		}
 	}
@@ -89,18 +121,30 @@ func runIdleMin3PTO(ctx context.Context, t *T) {
 		rc.Receive(ctx, t.PTO(), nil)
 		ps := t.rec.snapshot()
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass("alive", req, fmt.Sprintf("After 1.5 PTO of silence with max_idle_timeout = 1 ms, the server still acknowledged a PING."), evidence(events(Trigger, pg), events(Response, a))...)
+			t.Pass(
+				"alive",
+				req,
+				fmt.Sprintf("After 1.5 PTO of silence with max_idle_timeout = 1 ms, the server still acknowledged a PING."),
+				evidence(events(Trigger, pg), events(Response, a))...)
 			return
 		}
 		for _, p := range received(ps, rc.trace.id, mark) {
 			if p.ev.PacketType == "stateless_reset" {
-				t.Fail("alive", req, "The server answered with a stateless reset after 1.5 PTO of silence: it used an idle timeout below 3 PTO.", events(Response, p)...)
+				t.Fail(
+					"alive",
+					req,
+					"The server answered with a stateless reset after 1.5 PTO of silence: it used an idle timeout below 3 PTO.",
+					events(Response, p)...)
 				return
 			}
 		}
 	}
 	t.requireControl(ctx, "The server never acknowledged the PINGs after 1.5 PTO of silence")
-	t.Fail("alive", req, "With max_idle_timeout = 1 ms the server dropped the connection within 1.5 PTO: three PINGs went unanswered while a normal connection works.", events(Trigger, pings...)...)
+	t.Fail(
+		"alive",
+		req,
+		"With max_idle_timeout = 1 ms the server dropped the connection within 1.5 PTO: three PINGs went unanswered while a normal connection works.",
+		events(Trigger, pings...)...)
 }
 
 func runSRUnknownCID(ctx context.Context, t *T) {
@@ -125,16 +169,48 @@ func runSRUnknownCID(ctx context.Context, t *T) {
 // client, which sends nothing on its own while it waits.
 
 var (
-	reqIdleSilent    = rfc9000("10.1", Descriptive, "the connection is silently closed and its state is discarded when it remains idle for longer than the minimum of the max_idle_timeout value advertised by both endpoints.")
-	reqIdleCommit    = rfc9000("10.1", Descriptive, "By announcing a max_idle_timeout, an endpoint commits to initiating an immediate close … if it abandons the connection prior to the effective value.")
-	reqSRMay         = rfc9000("10.3", May, "An endpoint MAY send a Stateless Reset in response to receiving a packet that it cannot associate with an active connection.")
-	reqSRAmplify     = rfc9000("10.3", MustNot, "An endpoint MUST NOT send a Stateless Reset that is three times or more larger than the packet it receives to avoid being used for amplification.")
+	reqIdleSilent = rfc9000(
+		"10.1",
+		Descriptive,
+		"the connection is silently closed and its state is discarded when it remains idle for longer than the minimum of the max_idle_timeout value advertised by both endpoints.",
+	)
+	reqIdleCommit = rfc9000(
+		"10.1",
+		Descriptive,
+		"By announcing a max_idle_timeout, an endpoint commits to initiating an immediate close … if it abandons the connection prior to the effective value.",
+	)
+	reqSRMay = rfc9000(
+		"10.3",
+		May,
+		"An endpoint MAY send a Stateless Reset in response to receiving a packet that it cannot associate with an active connection.",
+	)
+	reqSRAmplify = rfc9000(
+		"10.3",
+		MustNot,
+		"An endpoint MUST NOT send a Stateless Reset that is three times or more larger than the packet it receives to avoid being used for amplification.",
+	)
 	reqSRShortHeader = rfc9000("10.3", Must, "Endpoints MUST send Stateless Resets formatted as a packet with a short header.")
 	reqSRTooSmall    = rfc9000("10.3", Must, "Endpoints MUST discard packets that are too small to be valid QUIC packets.")
-	reqSROneShorter  = rfc9000("10.3", Should, "in response to a packet that is 43 bytes or shorter SHOULD send a Stateless Reset that is one byte shorter than the packet it responds to.")
-	reqSRSmaller     = rfc9000("10.3.3", Must, "An endpoint MUST ensure that every Stateless Reset that it sends is smaller than the packet that triggered it, unless it maintains state sufficient to prevent looping.")
-	reqSRDrain       = rfc9000("10.3.1", Must, "identical in value to a stateless reset token, the endpoint MUST enter the draining period and not send any further packets on this connection.")
-	reqSRNotForeign  = rfc9000("10.3.1", MustNot, "An endpoint MUST NOT check for any stateless reset tokens associated with connection IDs it has not used or for connection IDs that have been retired.")
+	reqSROneShorter  = rfc9000(
+		"10.3",
+		Should,
+		"in response to a packet that is 43 bytes or shorter SHOULD send a Stateless Reset that is one byte shorter than the packet it responds to.",
+	)
+	reqSRSmaller = rfc9000(
+		"10.3.3",
+		Must,
+		"An endpoint MUST ensure that every Stateless Reset that it sends is smaller than the packet that triggered it, unless it maintains state sufficient to prevent looping.",
+	)
+	reqSRDrain = rfc9000(
+		"10.3.1",
+		Must,
+		"identical in value to a stateless reset token, the endpoint MUST enter the draining period and not send any further packets on this connection.",
+	)
+	reqSRNotForeign = rfc9000(
+		"10.3.1",
+		MustNot,
+		"An endpoint MUST NOT check for any stateless reset tokens associated with connection IDs it has not used or for connection IDs that have been retired.",
+	)
 )
 
 // testerIdleTimeout is the max_idle_timeout the idle scenarios announce.
@@ -257,8 +333,20 @@ func runIdleTimeoutObserved(ctx context.Context, t *T) {
 	}
 	t.Fact("idle.effective", map[string]any{"tester_ms": testerIdleTimeout.Milliseconds(), "server_ms": conns[0].server.Milliseconds(),
 		"expected_ms": e.Milliseconds(), "measured": eff, "alive_after": alive, "expired_after": dead, "expired_answer": answer, "sent_on_expiry": onExpiry})
-	t.Observe("idle", fmt.Sprintf("With max_idle_timeout %v (tester) and %v (server), the connection expired %s (expected %v); alive after %v, expired after %v; an expired connection answered a PING with %s; on expiry the server sent %s.",
-		testerIdleTimeout, conns[0].server, eff, e, alive, dead, orNothing(answer), onExpiry), evs...)
+	t.Observe(
+		"idle",
+		fmt.Sprintf(
+			"With max_idle_timeout %v (tester) and %v (server), the connection expired %s (expected %v); alive after %v, expired after %v; an expired connection answered a PING with %s; on expiry the server sent %s.",
+			testerIdleTimeout,
+			conns[0].server,
+			eff,
+			e,
+			alive,
+			dead,
+			orNothing(answer),
+			onExpiry,
+		),
+		evs...)
 }
 
 func orNothing(s string) string {
@@ -288,13 +376,42 @@ func runIdleNoEarlyAbandon(ctx context.Context, t *T) {
 	switch {
 	case err == nil:
 		t.Fact("idle.early-abandon", false)
-		t.Check("kept", Observed, req, fmt.Sprintf("After %v of silence (0.8 × the effective %v) the server still answered a request (%d bytes).", quietFor.Round(time.Millisecond), ic.effective, len(body)), events(Trigger, trig...)...)
+		t.Check(
+			"kept",
+			Observed,
+			req,
+			fmt.Sprintf(
+				"After %v of silence (0.8 × the effective %v) the server still answered a request (%d bytes).",
+				quietFor.Round(time.Millisecond),
+				ic.effective,
+				len(body),
+			),
+			events(Trigger, trig...)...)
 	case closed != nil:
 		t.Fact("idle.early-abandon", "closed explicitly")
-		t.Check("kept", Observed, req, fmt.Sprintf("The server closed the connection explicitly (%s) before the effective idle timeout of %v.", closeCode(closed.closeFrame()), ic.effective), events(Response, closed)...)
+		t.Check(
+			"kept",
+			Observed,
+			req,
+			fmt.Sprintf(
+				"The server closed the connection explicitly (%s) before the effective idle timeout of %v.",
+				closeCode(closed.closeFrame()),
+				ic.effective,
+			),
+			events(Response, closed)...)
 	default:
 		t.Fact("idle.early-abandon", "abandoned silently")
-		t.Check("kept", Observed, req, fmt.Sprintf("Abandoned silently before the effective timeout: after %v of silence (0.8 × %v) the request went unanswered (%v) and the server never sent CONNECTION_CLOSE.", quietFor.Round(time.Millisecond), ic.effective, err), events(Trigger, trig...)...)
+		t.Check(
+			"kept",
+			Observed,
+			req,
+			fmt.Sprintf(
+				"Abandoned silently before the effective timeout: after %v of silence (0.8 × %v) the request went unanswered (%v) and the server never sent CONNECTION_CLOSE.",
+				quietFor.Round(time.Millisecond),
+				ic.effective,
+				err,
+			),
+			events(Trigger, trig...)...)
 	}
 }
 
@@ -387,7 +504,16 @@ func runSRAfterStateLoss(ctx context.Context, t *T) {
 		}
 	}
 	t.Fact("sr.token-matches", results)
-	t.Observe("reset", fmt.Sprintf("%v after the tester went quiet (effective idle timeout %v), 100-byte packets to the server's %d connection ID(s) drew: %v.", wait.Round(time.Millisecond), ic.effective, len(cids), results), lastEvents(evs, 3)...)
+	t.Observe(
+		"reset",
+		fmt.Sprintf(
+			"%v after the tester went quiet (effective idle timeout %v), 100-byte packets to the server's %d connection ID(s) drew: %v.",
+			wait.Round(time.Millisecond),
+			ic.effective,
+			len(cids),
+			results,
+		),
+		lastEvents(evs, 3)...)
 }
 
 func lastEvents(evs []PacketEvent, n int) []PacketEvent {
@@ -421,13 +547,46 @@ func judgeSRSizes(probes []srProbe) []srJudgement {
 		for _, a := range pr.answers {
 			switch {
 			case pr.trigger < 21:
-				bad("too-small", Fail, 2, fmt.Sprintf("The server answered a %d-byte short-header datagram, too small to be a QUIC packet, with %d bytes instead of discarding it.", pr.trigger, len(a)))
+				bad(
+					"too-small",
+					Fail,
+					2,
+					fmt.Sprintf(
+						"The server answered a %d-byte short-header datagram, too small to be a QUIC packet, with %d bytes instead of discarding it.",
+						pr.trigger,
+						len(a),
+					),
+				)
 			case len(a) > 0 && a[0]&0x80 != 0:
-				bad("short-header", Fail, 1, fmt.Sprintf("The server answered a %d-byte trigger with a long-header datagram (first byte 0x%02x); a stateless reset has a short header.", pr.trigger, a[0]))
+				bad(
+					"short-header",
+					Fail,
+					1,
+					fmt.Sprintf(
+						"The server answered a %d-byte trigger with a long-header datagram (first byte 0x%02x); a stateless reset has a short header.",
+						pr.trigger,
+						a[0],
+					),
+				)
 			case len(a) >= 3*pr.trigger:
-				bad("amplification", Fail, 0, fmt.Sprintf("The server answered a %d-byte trigger with a %d-byte stateless reset, three times or more its size.", pr.trigger, len(a)))
+				bad(
+					"amplification",
+					Fail,
+					0,
+					fmt.Sprintf("The server answered a %d-byte trigger with a %d-byte stateless reset, three times or more its size.", pr.trigger, len(a)),
+				)
 			case pr.trigger <= 43 && len(a) != pr.trigger-1:
-				bad("one-shorter", Warn, 3, fmt.Sprintf("The server answered a %d-byte trigger with a %d-byte stateless reset; one byte shorter (%d) keeps resets from looping.", pr.trigger, len(a), pr.trigger-1))
+				bad(
+					"one-shorter",
+					Warn,
+					3,
+					fmt.Sprintf(
+						"The server answered a %d-byte trigger with a %d-byte stateless reset; one byte shorter (%d) keeps resets from looping.",
+						pr.trigger,
+						len(a),
+						pr.trigger-1,
+					),
+				)
 			}
 			if pr.trigger >= 21 && len(a) >= pr.trigger {
 				notSmaller = append(notSmaller, fmt.Sprintf("%d→%d", pr.trigger, len(a)))
@@ -435,7 +594,10 @@ func judgeSRSizes(probes []srProbe) []srJudgement {
 		}
 	}
 	if len(notSmaller) > 0 {
-		out = append(out, srJudgement{"smaller", Observed, 4, fmt.Sprintf("Resets not smaller than their trigger (allowed only with anti-looping state): %v.", notSmaller)})
+		out = append(
+			out,
+			srJudgement{"smaller", Observed, 4, fmt.Sprintf("Resets not smaller than their trigger (allowed only with anti-looping state): %v.", notSmaller)},
+		)
 	}
 	return out
 }
@@ -452,7 +614,9 @@ func runSRSizeRules(ctx context.Context, t *T) {
 	first := probe(1200)
 	if len(first.answers) == 0 {
 		t.requireControl(ctx, "The server did not answer a 1200-byte packet with an unknown connection ID")
-		t.Unsupported("The server sends no stateless reset to a 1200-byte packet with an unknown connection ID (sr-unknown-cid), so there are no reset sizes to judge.")
+		t.Unsupported(
+			"The server sends no stateless reset to a 1200-byte packet with an unknown connection ID (sr-unknown-cid), so there are no reset sizes to judge.",
+		)
 	}
 	probes := []srProbe{first}
 	for _, n := range []int{18, 30, 43, 60} {
@@ -476,7 +640,14 @@ func runSRSizeRules(ctx context.Context, t *T) {
 		failed = failed || j.verdict == Fail
 	}
 	if !failed {
-		t.Pass("sizes", reqs[0], fmt.Sprintf("Stateless resets by trigger size (bytes): %v; all short-header, under three times their trigger, and none for the 18-byte datagram.", sizes))
+		t.Pass(
+			"sizes",
+			reqs[0],
+			fmt.Sprintf(
+				"Stateless resets by trigger size (bytes): %v; all short-header, under three times their trigger, and none for the 18-byte datagram.",
+				sizes,
+			),
+		)
 	}
 }
 
@@ -499,7 +670,10 @@ func (rc *rawClient) rawStatelessReset(dcid []byte, n int, tok [16]byte) *packet
 func (rc *rawClient) newTesterCID(seq, rpt uint64) ([]byte, [16]byte, *packet) {
 	cid := randomBytes(len(rc.SCID))
 	tok := [16]byte(randomBytes(16))
-	p := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: rpt, ConnectionID: cid, StatelessResetToken: tok}}, rawquic.ShortOpts{})
+	p := rc.Send1RTT(
+		[]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: rpt, ConnectionID: cid, StatelessResetToken: tok}},
+		rawquic.ShortOpts{},
+	)
 	return cid, tok, p
 }
 
@@ -515,7 +689,12 @@ func runSRHonoured(ctx context.Context, t *T) {
 	cid, tok, ncid := rc.newTesterCID(1, 1)
 	used := rc.receiveUntil(ctx, t.Settle(), mark, sentTo(cid))
 	if used == nil {
-		t.Inconclusive(fmt.Sprintf("The server never addressed the tester's sequence-1 connection ID within %v of Retire Prior To 1, so it had no reason to check that ID's token.", t.Settle().Round(time.Millisecond)), events(Trigger, ncid)...)
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The server never addressed the tester's sequence-1 connection ID within %v of Retire Prior To 1, so it had no reason to check that ID's token.",
+				t.Settle().Round(time.Millisecond),
+			),
+			events(Trigger, ncid)...)
 	}
 	rc.Receive(ctx, 10*time.Millisecond, nil)
 	rc.NoAcks = true
@@ -542,11 +721,22 @@ func runSRHonoured(ctx context.Context, t *T) {
 	}
 	req := t.sc.Requirements[0]
 	if len(after) > 0 {
-		t.Fail("draining", req, fmt.Sprintf("After a stateless reset carrying the token of the tester's sequence-1 connection ID (which the server used), the server sent %d more packet(s) (acknowledging a later PING or over one PTO after the reset), the first %v after it.", len(after), after[0].at.Sub(rs.at).Round(time.Millisecond)),
+		t.Fail(
+			"draining",
+			req,
+			fmt.Sprintf(
+				"After a stateless reset carrying the token of the tester's sequence-1 connection ID (which the server used), the server sent %d more packet(s) (acknowledging a later PING or over one PTO after the reset), the first %v after it.",
+				len(after),
+				after[0].at.Sub(rs.at).Round(time.Millisecond),
+			),
 			evidence(events(Trigger, ncid, rs), events(Response, lastN(after, 3)...))...)
 		return
 	}
-	t.Pass("draining", req, fmt.Sprintf("After the stateless reset the server sent nothing more for %v while the tester kept sending PINGs.", t.Settle().Round(time.Millisecond)), evidence(events(Trigger, ncid, rs), events(Context, used))...)
+	t.Pass(
+		"draining",
+		req,
+		fmt.Sprintf("After the stateless reset the server sent nothing more for %v while the tester kept sending PINGs.", t.Settle().Round(time.Millisecond)),
+		evidence(events(Trigger, ncid, rs), events(Context, used))...)
 }
 
 // foreignOutcome judges one variant of sr-foreign-token-ignored:
@@ -595,11 +785,29 @@ func runSRForeignToken(ctx context.Context, t *T) {
 		trig := evidence(events(Context, evs...), events(Trigger, rs))
 		switch foreignOutcome(ok, ack != nil, answered) {
 		case Pass:
-			t.Pass(name, req, fmt.Sprintf("%s: the server ignored a stateless reset carrying that ID's token and acknowledged a later PING.", why), append(trig, events(Response, ack)...)...)
+			t.Pass(
+				name,
+				req,
+				fmt.Sprintf("%s: the server ignored a stateless reset carrying that ID's token and acknowledged a later PING.", why),
+				append(trig, events(Response, ack)...)...)
 		case Fail:
-			t.Fail(name, req, fmt.Sprintf("%s: after a stateless reset carrying that ID's token the server went silent and acknowledged none of %d PINGs over %v.", why, len(pings), t.Settle().Round(time.Millisecond)), append(trig, events(Trigger, lastN(pings, 2)...)...)...)
+			t.Fail(
+				name,
+				req,
+				fmt.Sprintf(
+					"%s: after a stateless reset carrying that ID's token the server went silent and acknowledged none of %d PINGs over %v.",
+					why,
+					len(pings),
+					t.Settle().Round(time.Millisecond),
+				),
+				append(trig, events(Trigger, lastN(pings, 2)...)...)...)
 		default:
-			t.Check(name, Inconclusive, Requirement{}, fmt.Sprintf("%s; the variant could not be judged (precondition held: %v, answers after the reset: %v).", why, ok, answered), trig...)
+			t.Check(
+				name,
+				Inconclusive,
+				Requirement{},
+				fmt.Sprintf("%s; the variant could not be judged (precondition held: %v, answers after the reset: %v).", why, ok, answered),
+				trig...)
 		}
 	}
 	variant("unused-id", func(rc *rawClient) ([16]byte, bool, string, []*packet) {
@@ -644,12 +852,24 @@ func runSRForeignToken(ctx context.Context, t *T) {
 // the close during the handshake (docs/scenarios.md).
 
 var (
-	reqClosingRate      = rfc9000("10.2.1", Should, "An endpoint SHOULD limit the rate at which it generates packets in the closing state.")
-	reqClose1dReplaced  = rfc9000("10.2.3", Must, "A CONNECTION_CLOSE of type 0x1d MUST be replaced by a CONNECTION_CLOSE of type 0x1c when sending the frame in Initial or Handshake packets.")
-	reqCloseReasonClear = rfc9000("10.2.3", Must, "Endpoints MUST clear the value of the Reason Phrase field … when converting to a CONNECTION_CLOSE of type 0x1c.")
-	reqCloseAppError    = rfc9000("10.2.3", Should, "SHOULD use the APPLICATION_ERROR code when converting to a CONNECTION_CLOSE of type 0x1c.")
-	reqClose1RTTOnly    = rfc9000("10.2.3", Must, "After the handshake is confirmed … an endpoint MUST send any CONNECTION_CLOSE frames in a 1-RTT packet.")
-	reqCloseBothLevels  = rfc9000("10.2.3", Should, "Under these circumstances, a server SHOULD send a CONNECTION_CLOSE frame in both Handshake and Initial packets to ensure that at least one of them is processable by the client.")
+	reqClosingRate     = rfc9000("10.2.1", Should, "An endpoint SHOULD limit the rate at which it generates packets in the closing state.")
+	reqClose1dReplaced = rfc9000(
+		"10.2.3",
+		Must,
+		"A CONNECTION_CLOSE of type 0x1d MUST be replaced by a CONNECTION_CLOSE of type 0x1c when sending the frame in Initial or Handshake packets.",
+	)
+	reqCloseReasonClear = rfc9000(
+		"10.2.3",
+		Must,
+		"Endpoints MUST clear the value of the Reason Phrase field … when converting to a CONNECTION_CLOSE of type 0x1c.",
+	)
+	reqCloseAppError   = rfc9000("10.2.3", Should, "SHOULD use the APPLICATION_ERROR code when converting to a CONNECTION_CLOSE of type 0x1c.")
+	reqClose1RTTOnly   = rfc9000("10.2.3", Must, "After the handshake is confirmed … an endpoint MUST send any CONNECTION_CLOSE frames in a 1-RTT packet.")
+	reqCloseBothLevels = rfc9000(
+		"10.2.3",
+		Should,
+		"Under these circumstances, a server SHOULD send a CONNECTION_CLOSE frame in both Handshake and Initial packets to ensure that at least one of them is processable by the client.",
+	)
 )
 
 // closingBurst is how many packets the tester sends in the closing state
@@ -663,7 +883,13 @@ func runCloseClosingState(ctx context.Context, t *T) {
 	trig := rc.Send1RTT([]wire.Frame{&wire.RawFrame{Bytes: wire.AppendVarint(nil, unknownFrameType)}}, rawquic.ShortOpts{})
 	cl := rc.receiveUntil(ctx, t.Settle(), mark, func(p *packet) bool { return p.closeFrame() != nil })
 	if cl == nil {
-		t.Inconclusive(fmt.Sprintf("The server did not close the connection within %v of a frame of unknown type 0x%x, so there was no closing state to probe.", t.Settle().Round(time.Millisecond), unknownFrameType), events(Trigger, trig)...)
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The server did not close the connection within %v of a frame of unknown type 0x%x, so there was no closing state to probe.",
+				t.Settle().Round(time.Millisecond),
+				unknownFrameType,
+			),
+			events(Trigger, trig)...)
 	}
 	// The closing state lasts three PTO from the close (RFC 9000 §10.2):
 	// the burst goes out at once.
@@ -716,9 +942,24 @@ func runCloseClosingState(ctx context.Context, t *T) {
 		}
 	}
 	t.rec.mu.Unlock()
-	t.Fact("close.closing-answers", map[string]int{"burst": len(pings), "closes-to-burst": closes, "other-to-burst": other, "later-pings": later, "answers-to-later": len(afterBurst), "identical-repeats": identical})
+	t.Fact(
+		"close.closing-answers",
+		map[string]int{
+			"burst":             len(pings),
+			"closes-to-burst":   closes,
+			"other-to-burst":    other,
+			"later-pings":       later,
+			"answers-to-later":  len(afterBurst),
+			"identical-repeats": identical,
+		},
+	)
 	v, sentence := judgeClosingRate(len(pings), closes)
-	sentence += fmt.Sprintf(" Answers to %d later PINGs over the next 800 ms: %d; repeats identical to the first closing datagram: %d.", later, len(afterBurst), identical)
+	sentence += fmt.Sprintf(
+		" Answers to %d later PINGs over the next 800 ms: %d; repeats identical to the first closing datagram: %d.",
+		later,
+		len(afterBurst),
+		identical,
+	)
 	evs := evidence(events(Trigger, trig, pings[0], pings[len(pings)-1]), events(Response, append([]*packet{cl}, lastN(inBurst, 3)...)...))
 	if v == Warn {
 		t.Warn("rate", reqClosingRate, sentence, evs...)
@@ -731,7 +972,11 @@ func runCloseClosingState(ctx context.Context, t *T) {
 // packets in the closing state: one for each is no limit at all.
 func judgeClosingRate(burst, closes int) (Verdict, string) {
 	if closes >= burst {
-		return Warn, fmt.Sprintf("In the closing state the server answered each of the %d packets of a 50 ms burst with its own closing packet (%d); limit the rate, for instance by answering the 1st, 2nd, 4th, 8th … packet.", burst, closes)
+		return Warn, fmt.Sprintf(
+			"In the closing state the server answered each of the %d packets of a 50 ms burst with its own closing packet (%d); limit the rate, for instance by answering the 1st, 2nd, 4th, 8th … packet.",
+			burst,
+			closes,
+		)
 	}
 	return Pass, fmt.Sprintf("In the closing state the server answered a 50 ms burst of %d packets with %d closing packet(s).", burst, closes)
 }
@@ -785,7 +1030,14 @@ func runCloseFramePlacement(ctx context.Context, t *T) {
 		}
 	}
 	if !t.hasChecks() {
-		t.Pass("placement", reqClose1dReplaced, fmt.Sprintf("The server's %d CONNECTION_CLOSE frame(s) (after the handshake, during it, and on an HTTP/3 error where h3 is spoken) travelled in allowed packet types.", closes))
+		t.Pass(
+			"placement",
+			reqClose1dReplaced,
+			fmt.Sprintf(
+				"The server's %d CONNECTION_CLOSE frame(s) (after the handshake, during it, and on an HTTP/3 error where h3 is spoken) travelled in allowed packet types.",
+				closes,
+			),
+		)
 	}
 }
 
@@ -856,14 +1108,22 @@ func converted(epoch []*packet, p *packet, cc *wire.ConnectionCloseFrame) bool {
 
 func placementReason(epoch []*packet, p *packet, cc *wire.ConnectionCloseFrame) string {
 	if converted(epoch, p, cc) && len(cc.Reason) > 0 {
-		return fmt.Sprintf("the server's CONNECTION_CLOSE converted from an application close in a %s packet keeps the reason phrase %q; clear it.", p.ev.PacketType, cc.Reason)
+		return fmt.Sprintf(
+			"the server's CONNECTION_CLOSE converted from an application close in a %s packet keeps the reason phrase %q; clear it.",
+			p.ev.PacketType,
+			cc.Reason,
+		)
 	}
 	return ""
 }
 
 func placementCode(epoch []*packet, p *packet, cc *wire.ConnectionCloseFrame) string {
 	if converted(epoch, p, cc) && cc.ErrorCode != uint64(wire.ApplicationError) {
-		return fmt.Sprintf("the server converted an application close to type 0x1c in a %s packet with %s instead of APPLICATION_ERROR.", p.ev.PacketType, wire.TransportErrorCode(cc.ErrorCode))
+		return fmt.Sprintf(
+			"the server converted an application close to type 0x1c in a %s packet with %s instead of APPLICATION_ERROR.",
+			p.ev.PacketType,
+			wire.TransportErrorCode(cc.ErrorCode),
+		)
 	}
 	return ""
 }
@@ -880,7 +1140,11 @@ func placementAfterConfirmed(epoch []*packet, p *packet, cc *wire.ConnectionClos
 			break
 		}
 		if q.has(wire.FrameTypeHandshakeDone) {
-			return fmt.Sprintf("the server sent CONNECTION_CLOSE in a %s packet %v after its HANDSHAKE_DONE, when the handshake was confirmed.", p.ev.PacketType, p.at.Sub(q.at).Round(time.Microsecond))
+			return fmt.Sprintf(
+				"the server sent CONNECTION_CLOSE in a %s packet %v after its HANDSHAKE_DONE, when the handshake was confirmed.",
+				p.ev.PacketType,
+				p.at.Sub(q.at).Round(time.Microsecond),
+			)
 		}
 	}
 	return ""
@@ -890,7 +1154,11 @@ func placementAfterConfirmed(epoch []*packet, p *packet, cc *wire.ConnectionClos
 // server's Initial packets and a STREAM frame, which Initial packets do
 // not allow (RFC 9000 §12.4, Table 3).
 func (rc *rawClient) sendInitialStream() *packet {
-	pkt, _ := rc.LongPacket(0, []wire.Frame{rc.AckFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}}, rawquic.LongOpts{PadTo: 1200})
+	pkt, _ := rc.LongPacket(
+		0,
+		[]wire.Frame{rc.AckFrame(0), &wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n"), Fin: true}},
+		rawquic.LongOpts{PadTo: 1200},
+	)
 	p := rc.LastSent()
 	rc.Send(pkt)
 	return p
@@ -921,13 +1189,24 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 		// An acknowledgment proves the packet was processed (RFC 9000
 		// §13.1); a server that dropped it unread is not judged.
 		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 0, trig.pn); rc.Confirmed && a != nil {
-			t.Fail("close", reqFrameNotPermitted, "The server acknowledged an Initial packet carrying a STREAM frame and completed the handshake instead of closing with PROTOCOL_VIOLATION.", evidence(events(Trigger, trig), events(Response, a))...)
+			t.Fail(
+				"close",
+				reqFrameNotPermitted,
+				"The server acknowledged an Initial packet carrying a STREAM frame and completed the handshake instead of closing with PROTOCOL_VIOLATION.",
+				evidence(events(Trigger, trig), events(Response, a))...)
 			return
 		}
 		if rc.Confirmed {
-			t.Inconclusive("The server never acknowledged the Initial packet carrying a STREAM frame and completed the handshake: it may have dropped the packet unread.", events(Trigger, trig)...)
+			t.Inconclusive(
+				"The server never acknowledged the Initial packet carrying a STREAM frame and completed the handshake: it may have dropped the packet unread.",
+				events(Trigger, trig)...)
 		}
-		t.Inconclusive(fmt.Sprintf("No CONNECTION_CLOSE arrived within %v of an Initial packet carrying a STREAM frame, and the handshake did not complete either.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
+		t.Inconclusive(
+			fmt.Sprintf(
+				"No CONNECTION_CLOSE arrived within %v of an Initial packet carrying a STREAM frame, and the handshake did not complete either.",
+				t.Settle().Round(time.Millisecond),
+			),
+			events(Trigger, trig)...)
 	}
 	first := in
 	for _, p := range []*packet{hs, app} {
@@ -937,7 +1216,11 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	}
 	cc := first.closeFrame()
 	if !cc.Application && cc.ErrorCode == uint64(wire.ProtocolViolation) {
-		t.Pass("close", reqFrameNotPermitted, "The server closed with PROTOCOL_VIOLATION after an Initial packet carrying a STREAM frame.", evidence(events(Trigger, trig), events(Response, first))...)
+		t.Pass(
+			"close",
+			reqFrameNotPermitted,
+			"The server closed with PROTOCOL_VIOLATION after an Initial packet carrying a STREAM frame.",
+			evidence(events(Trigger, trig), events(Response, first))...)
 	} else {
 		t.Warn("close", reqMostAppropriate, fmt.Sprintf("The server closed after an Initial packet carrying a STREAM frame, but with %s instead of PROTOCOL_VIOLATION; use the specific code.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, first))...)
 	}
@@ -952,11 +1235,29 @@ func runCloseHandshakeBothLevels(ctx context.Context, t *T) {
 	}
 	switch {
 	case in != nil && hs != nil:
-		t.Pass("both-levels", reqCloseBothLevels, fmt.Sprintf("Before the handshake was confirmed the server sent CONNECTION_CLOSE in %s packets.", levels()), events(Response, in, hs, app)...)
+		t.Pass(
+			"both-levels",
+			reqCloseBothLevels,
+			fmt.Sprintf("Before the handshake was confirmed the server sent CONNECTION_CLOSE in %s packets.", levels()),
+			events(Response, in, hs, app)...)
 	case in != nil:
-		t.Warn("both-levels", reqCloseBothLevels, fmt.Sprintf("The server sent CONNECTION_CLOSE in %s packets but in no Handshake packet, although the tester may already hold Handshake keys; send it in a Handshake packet too.", levels()), events(Response, in, app)...)
+		t.Warn(
+			"both-levels",
+			reqCloseBothLevels,
+			fmt.Sprintf(
+				"The server sent CONNECTION_CLOSE in %s packets but in no Handshake packet, although the tester may already hold Handshake keys; send it in a Handshake packet too.",
+				levels(),
+			),
+			events(Response, in, app)...)
 	default:
-		t.Warn("both-levels", reqCloseBothLevels, fmt.Sprintf("The server sent CONNECTION_CLOSE in %s packets but in no Initial packet, although the tester may not hold Handshake keys yet; send it in an Initial packet too.", levels()), events(Response, hs, app)...)
+		t.Warn(
+			"both-levels",
+			reqCloseBothLevels,
+			fmt.Sprintf(
+				"The server sent CONNECTION_CLOSE in %s packets but in no Initial packet, although the tester may not hold Handshake keys yet; send it in an Initial packet too.",
+				levels(),
+			),
+			events(Response, hs, app)...)
 	}
 }
 
@@ -996,7 +1297,11 @@ func init() {
 		ID: "close-draining-silence", Title: "Server silent while draining", Family: "L", Needs: []string{NeedApp},
 		Requirements: []Requirement{
 			rfc9000("10.2.2", MustNot, "While otherwise identical to the closing state, an endpoint in the draining state MUST NOT send any packets."),
-			rfc9000("10.2.2", May, "An endpoint that receives a CONNECTION_CLOSE frame MAY send a single packet containing a CONNECTION_CLOSE frame before entering the draining state"),
+			rfc9000(
+				"10.2.2",
+				May,
+				"An endpoint that receives a CONNECTION_CLOSE frame MAY send a single packet containing a CONNECTION_CLOSE frame before entering the draining state",
+			),
 		},
 		Run: runCloseDrainingSilence,
 	})
@@ -1007,13 +1312,25 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "idle-timeout-min-3pto", Title: "Idle timeout stretched to 3 PTO", Family: "L", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("10.1", Must, "To avoid excessively small idle timeout periods, endpoints MUST increase the idle timeout period to be at least three times the current Probe Timeout (PTO).")},
-		Run:          runIdleMin3PTO,
+		Requirements: []Requirement{
+			rfc9000(
+				"10.1",
+				Must,
+				"To avoid excessively small idle timeout periods, endpoints MUST increase the idle timeout period to be at least three times the current Probe Timeout (PTO).",
+			),
+		},
+		Run: runIdleMin3PTO,
 	})
 	Register(&Scenario{
 		ID: "sr-unknown-cid", Title: "Stateless reset policy for unknown connection IDs", Family: "L", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("10.3", May, "An endpoint MAY send a Stateless Reset in response to receiving a packet that it cannot associate with an active connection.")},
-		Run:          runSRUnknownCID,
+		Requirements: []Requirement{
+			rfc9000(
+				"10.3",
+				May,
+				"An endpoint MAY send a Stateless Reset in response to receiving a packet that it cannot associate with an active connection.",
+			),
+		},
+		Run: runSRUnknownCID,
 	})
 	Register(&Scenario{
 		ID: "idle-timeout-observed", Title: "Effective idle timeout", Family: "L", Needs: []string{NeedApp}, ObservationOnly: true, Long: true,

@@ -179,8 +179,11 @@ func unopenedSentence(who string, us []unopened) string {
 	for _, pt := range order {
 		parts = append(parts, fmt.Sprintf("%d %s", n[pt], pt))
 	}
-	return fmt.Sprintf("The %s sent %s packet(s) that no key the tester holds opens: it may have closed at a level the tester has no keys for, so whether it closed cannot be told.",
-		who, strings.Join(parts, " and "))
+	return fmt.Sprintf(
+		"The %s sent %s packet(s) that no key the tester holds opens: it may have closed at a level the tester has no keys for, so whether it closed cannot be told.",
+		who,
+		strings.Join(parts, " and "),
+	)
 }
 
 // unopenedEvents renders unopened packets as evidence.

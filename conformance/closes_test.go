@@ -45,11 +45,29 @@ func TestRecoverCloses(t *testing.T) {
 		secret[i] = byte(i)
 	}
 	cc := &wire.ConnectionCloseFrame{ErrorCode: uint64(wire.TransportParameterError)}
-	e := Expectation{Check: "close", Req: rfc9000("7.4", Must, "MUST treat as TRANSPORT_PARAMETER_ERROR"), Codes: transportCodes(wire.TransportParameterError), Describe: "bad transport parameters"}
+	e := Expectation{
+		Check:    "close",
+		Req:      rfc9000("7.4", Must, "MUST treat as TRANSPORT_PARAMETER_ERROR"),
+		Codes:    transportCodes(wire.TransportParameterError),
+		Describe: "bad transport parameters",
+	}
 
 	// With the secret in the key log: pass.
 	j := newJudgeConn(t)
-	j.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
+	j.tr.recordMeta(
+		true,
+		time.Now(),
+		wire.PacketTypeInitial,
+		1,
+		0,
+		0,
+		dcid,
+		scid,
+		1200,
+		1200,
+		rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}),
+		pktMeta{},
+	)
 	fmt.Fprintf(j.tt.rec, "SERVER_HANDSHAKE_TRAFFIC_SECRET %s %s\n", strings.Repeat("00", 32), hex.EncodeToString(secret))
 	j.tr.keepRaw(time.Now(), sealHandshake(t, secret, scid, dcid, 0, cc))
 	o := j.tt.assessProvoked(j.tr, false, 0, -1, e)
@@ -59,7 +77,20 @@ func TestRecoverCloses(t *testing.T) {
 	// Without it: inconclusive, and the sentence says a level the tester
 	// has no keys for, not "sent nothing at all".
 	k := newJudgeConn(t)
-	k.tr.recordMeta(true, time.Now(), wire.PacketTypeInitial, 1, 0, 0, dcid, scid, 1200, 1200, rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}), pktMeta{})
+	k.tr.recordMeta(
+		true,
+		time.Now(),
+		wire.PacketTypeInitial,
+		1,
+		0,
+		0,
+		dcid,
+		scid,
+		1200,
+		1200,
+		rawquic.AppendFrames(nil, []wire.Frame{&wire.CryptoFrame{Data: []byte{1}}}),
+		pktMeta{},
+	)
 	k.tr.keepRaw(time.Now(), sealHandshake(t, secret, scid, dcid, 0, cc))
 	o = k.tt.assessProvoked(k.tr, false, 0, -1, e)
 	if o.v != Inconclusive || !strings.Contains(o.sentence, "closed at a level the tester has no keys for") {

@@ -49,7 +49,8 @@ func TestConfirmVerdicts(t *testing.T) {
 	for _, r := range rs {
 		got[r.Scenario] = r
 	}
-	if r := got["x-fails-once"]; r.Verdict != Pass || r.Confirmed || r.FirstRun == nil || r.FirstRun.Verdict != Fail || !strings.Contains(r.Sentence, "did not reproduce") {
+	if r := got["x-fails-once"]; r.Verdict != Pass || r.Confirmed || r.FirstRun == nil || r.FirstRun.Verdict != Fail ||
+		!strings.Contains(r.Sentence, "did not reproduce") {
 		t.Errorf("fails once: %s confirmed=%v first=%+v: %s", r.Verdict, r.Confirmed, r.FirstRun, r.Sentence)
 	}
 	if r := got["x-fails-twice"]; r.Verdict != Fail || !r.Confirmed || r.FirstRun != nil {

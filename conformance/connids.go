@@ -41,7 +41,16 @@ func runCIDIssueWithinLimit(ctx context.Context, t *T) {
 		ps := t.rec.snapshot()
 		fs := serverNCIDs(t, c.ID())
 		if bad, n := judgeCIDLimit(tp.HasPreferredAddress, limit, fs, framesOf[*wire.RetireConnectionIDFrame](ps, c.ID(), 0, true)); bad != nil {
-			t.Fail("limit", req, fmt.Sprintf("With active_connection_id_limit = %d the server had %d active connection IDs after NEW_CONNECTION_ID sequence %d (Retire Prior To %d).", limit, n, bad.SequenceNumber, bad.RetirePriorTo),
+			t.Fail(
+				"limit",
+				req,
+				fmt.Sprintf(
+					"With active_connection_id_limit = %d the server had %d active connection IDs after NEW_CONNECTION_ID sequence %d (Retire Prior To %d).",
+					limit,
+					n,
+					bad.SequenceNumber,
+					bad.RetirePriorTo,
+				),
 				events(Response, packetsOf(fs)...)...)
 			return
 		}
@@ -98,7 +107,11 @@ func runCIDIssueFormat(ctx context.Context, t *T) {
 		tokens[tp.StatelessResetToken] = "the handshake connection ID"
 	}
 	if tp.HasPreferredAddress {
-		bySeq[1] = &wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: tp.PreferredAddress.ConnectionID, StatelessResetToken: tp.PreferredAddress.StatelessResetToken}
+		bySeq[1] = &wire.NewConnectionIDFrame{
+			SequenceNumber:      1,
+			ConnectionID:        tp.PreferredAddress.ConnectionID,
+			StatelessResetToken: tp.PreferredAddress.StatelessResetToken,
+		}
 		tokens[tp.PreferredAddress.StatelessResetToken] = "preferred_address"
 	}
 	ids := map[string]uint64{}
@@ -108,22 +121,42 @@ func runCIDIssueFormat(ctx context.Context, t *T) {
 	for _, fa := range fs {
 		f := fa.f.(*wire.NewConnectionIDFrame)
 		if len(f.ConnectionID) < 1 || len(f.ConnectionID) > 20 {
-			t.Fail("length", reqs[2], fmt.Sprintf("The server issued a %d-byte connection ID (sequence %d); the tester would be bound to close with FRAME_ENCODING_ERROR.", len(f.ConnectionID), f.SequenceNumber), events(Response, fa.p)...)
+			t.Fail(
+				"length",
+				reqs[2],
+				fmt.Sprintf(
+					"The server issued a %d-byte connection ID (sequence %d); the tester would be bound to close with FRAME_ENCODING_ERROR.",
+					len(f.ConnectionID),
+					f.SequenceNumber,
+				),
+				events(Response, fa.p)...)
 			return
 		}
 		if prev, ok := bySeq[f.SequenceNumber]; ok {
 			if !bytes.Equal(prev.ConnectionID, f.ConnectionID) || prev.StatelessResetToken != f.StatelessResetToken {
-				t.Fail("sequence", reqs[0], fmt.Sprintf("The server sent sequence number %d twice with different connection IDs or tokens.", f.SequenceNumber), events(Response, fa.p)...)
+				t.Fail(
+					"sequence",
+					reqs[0],
+					fmt.Sprintf("The server sent sequence number %d twice with different connection IDs or tokens.", f.SequenceNumber),
+					events(Response, fa.p)...)
 				return
 			}
 			continue // a repeat repairing a loss
 		}
 		if s, ok := ids[string(f.ConnectionID)]; ok {
-			t.Fail("unique", reqs[1], fmt.Sprintf("The server issued connection ID %x twice (sequence %d and %d).", f.ConnectionID, s, f.SequenceNumber), events(Response, fa.p)...)
+			t.Fail(
+				"unique",
+				reqs[1],
+				fmt.Sprintf("The server issued connection ID %x twice (sequence %d and %d).", f.ConnectionID, s, f.SequenceNumber),
+				events(Response, fa.p)...)
 			return
 		}
 		if where, ok := tokens[f.StatelessResetToken]; ok {
-			t.Fail("tokens", reqs[3], fmt.Sprintf("The server gave sequence %d the same stateless reset token as %s.", f.SequenceNumber, where), events(Response, fa.p)...)
+			t.Fail(
+				"tokens",
+				reqs[3],
+				fmt.Sprintf("The server gave sequence %d the same stateless reset token as %s.", f.SequenceNumber, where),
+				events(Response, fa.p)...)
 			return
 		}
 		bySeq[f.SequenceNumber] = f
@@ -137,7 +170,11 @@ func runCIDIssueFormat(ctx context.Context, t *T) {
 	slices.Sort(seqs)
 	for i, s := range seqs {
 		if s != uint64(i+1) {
-			t.Fail("sequence", reqs[0], fmt.Sprintf("The server's connection ID sequence numbers are %v: they do not go up by one from 1.", seqs), events(Response, packetsOf(fs)...)...)
+			t.Fail(
+				"sequence",
+				reqs[0],
+				fmt.Sprintf("The server's connection ID sequence numbers are %v: they do not go up by one from 1.", seqs),
+				events(Response, packetsOf(fs)...)...)
 			return
 		}
 	}
@@ -146,7 +183,15 @@ func runCIDIssueFormat(ctx context.Context, t *T) {
 		t.Pass("format", reqs[0], "The server issued no connection ID beyond the handshake one; nothing breaks the rules.")
 		return
 	}
-	t.Pass("format", reqs[0], fmt.Sprintf("The server's %d extra connection IDs have sequence numbers 1…%d, distinct values of valid length and distinct reset tokens.", len(seqs), len(seqs)), events(Response, packetsOf(fs)...)...)
+	t.Pass(
+		"format",
+		reqs[0],
+		fmt.Sprintf(
+			"The server's %d extra connection IDs have sequence numbers 1…%d, distinct values of valid length and distinct reset tokens.",
+			len(seqs),
+			len(seqs),
+		),
+		events(Response, packetsOf(fs)...)...)
 }
 
 func runCIDSupply(ctx context.Context, t *T) {
@@ -161,11 +206,22 @@ func runCIDSupply(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	switch {
 	case len(fs) > 0:
-		t.Pass("supply", req, fmt.Sprintf("The server gave the tester %d spare connection ID(s) after the handshake.", len(fs)), events(Response, packetsOf(fs)...)...)
+		t.Pass(
+			"supply",
+			req,
+			fmt.Sprintf("The server gave the tester %d spare connection ID(s) after the handshake.", len(fs)),
+			events(Response, packetsOf(fs)...)...)
 	case tp.DisableActiveMigration:
 		t.Observe("supply", "The server issued no spare connection ID and sent disable_active_migration, so the tester has no use for one.")
 	default:
-		t.Warn("supply", req, fmt.Sprintf("The server issued no spare connection ID within %v although it allows migration; issue NEW_CONNECTION_ID frames after the handshake.", t.Settle().Round(time.Millisecond)))
+		t.Warn(
+			"supply",
+			req,
+			fmt.Sprintf(
+				"The server issued no spare connection ID within %v although it allows migration; issue NEW_CONNECTION_ID frames after the handshake.",
+				t.Settle().Round(time.Millisecond),
+			),
+		)
 	}
 }
 
@@ -179,12 +235,25 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	body, err := rc.Fetch(ctx, t.profile.SmallPath, t.Settle())
 	trig := framesOf[*wire.StreamFrame](t.rec.snapshot(), rc.trace.id, mark, true)
 	if err == nil || len(body) > 0 {
-		t.Pass("accepted", req, fmt.Sprintf("Addressed with its sequence-%d connection ID %x, the server answered the request (%d bytes).", spare.SequenceNumber, spare.ConnectionID, len(body)), events(Trigger, packetsOf(trig)...)...)
+		t.Pass(
+			"accepted",
+			req,
+			fmt.Sprintf(
+				"Addressed with its sequence-%d connection ID %x, the server answered the request (%d bytes).",
+				spare.SequenceNumber,
+				spare.ConnectionID,
+				len(body),
+			),
+			events(Trigger, packetsOf(trig)...)...)
 		return
 	}
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("accepted", req, fmt.Sprintf("The server answered packets addressed to its sequence-%d connection ID with a stateless reset.", spare.SequenceNumber), evidence(events(Trigger, packetsOf(trig)...), events(Response, p))...)
+			t.Fail(
+				"accepted",
+				req,
+				fmt.Sprintf("The server answered packets addressed to its sequence-%d connection ID with a stateless reset.", spare.SequenceNumber),
+				evidence(events(Trigger, packetsOf(trig)...), events(Response, p))...)
 			return
 		}
 	}
@@ -193,10 +262,20 @@ func runCIDNewServerCIDAccepted(ctx context.Context, t *T) {
 	m2 := t.mark()
 	pg := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	if a := rc.receiveUntil(ctx, t.PTO()*2, m2, func(p *packet) bool { return ackedBy([]*packet{p}, rc.trace.id, 2, pg.pn) != nil }); a != nil {
-		t.Fail("accepted", req, fmt.Sprintf("The server ignored packets addressed to its sequence-%d connection ID (%v) while it still acknowledges its sequence-0 ID.", spare.SequenceNumber, err), evidence(events(Trigger, packetsOf(trig)...), events(Response, a))...)
+		t.Fail(
+			"accepted",
+			req,
+			fmt.Sprintf(
+				"The server ignored packets addressed to its sequence-%d connection ID (%v) while it still acknowledges its sequence-0 ID.",
+				spare.SequenceNumber,
+				err,
+			),
+			evidence(events(Trigger, packetsOf(trig)...), events(Response, a))...)
 		return
 	}
-	t.Inconclusive(fmt.Sprintf("The server answered neither on its new connection ID (%v) nor on the old one afterwards.", err), events(Trigger, packetsOf(trig)...)...)
+	t.Inconclusive(
+		fmt.Sprintf("The server answered neither on its new connection ID (%v) nor on the old one afterwards.", err),
+		events(Trigger, packetsOf(trig)...)...)
 }
 
 func runCIDRetireReplacement(ctx context.Context, t *T) {
@@ -220,13 +299,24 @@ func runCIDRetireReplacement(ctx context.Context, t *T) {
 		return false
 	})
 	if p != nil {
-		t.Pass("replacement", req, fmt.Sprintf("After the tester retired sequence 0, the server issued a new connection ID above sequence %d.", maxSeq), evidence(events(Trigger, trig), events(Response, p))...)
+		t.Pass(
+			"replacement",
+			req,
+			fmt.Sprintf("After the tester retired sequence 0, the server issued a new connection ID above sequence %d.", maxSeq),
+			evidence(events(Trigger, trig), events(Response, p))...)
 		return
 	}
 	if rc.PeerClosed {
 		t.Inconclusive("The server closed the connection after the tester retired sequence 0.", events(Trigger, trig)...)
 	}
-	t.Warn("replacement", req, fmt.Sprintf("The server issued no new connection ID within %v after the tester retired sequence 0; supply a replacement when the peer retires one.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
+	t.Warn(
+		"replacement",
+		req,
+		fmt.Sprintf(
+			"The server issued no new connection ID within %v after the tester retired sequence 0; supply a replacement when the peer retires one.",
+			t.Settle().Round(time.Millisecond),
+		),
+		events(Trigger, trig)...)
 }
 
 func runCIDRetireCurrent(ctx context.Context, t *T) {
@@ -241,7 +331,10 @@ func runCIDRetireCurrent(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 		t.Fact("cid.retire-current", "close "+closeCode(cl.closeFrame()))
-		t.Observe("reaction", fmt.Sprintf("The server closed with %s when a packet retired its own connection ID (allowed).", closeCode(cl.closeFrame())), evidence(events(Trigger, trig), events(Response, cl))...)
+		t.Observe(
+			"reaction",
+			fmt.Sprintf("The server closed with %s when a packet retired its own connection ID (allowed).", closeCode(cl.closeFrame())),
+			evidence(events(Trigger, trig), events(Response, cl))...)
 		return
 	}
 	if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
@@ -249,7 +342,9 @@ func runCIDRetireCurrent(ctx context.Context, t *T) {
 		t.Observe("reaction", "The server went on after a packet retired its own connection ID.", evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
-	t.Inconclusive("After the tester retired the connection ID of the very packet, the server neither closed nor acknowledged a later PING.", events(Trigger, trig, pg)...)
+	t.Inconclusive(
+		"After the tester retired the connection ID of the very packet, the server neither closed nor acknowledged a later PING.",
+		events(Trigger, trig, pg)...)
 }
 
 func runCIDClientExceedsLimit(ctx context.Context, t *T) {
@@ -292,7 +387,10 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 	old := rc.SCID
 	cid := randomBytes(len(rc.SCID))
 	mark := t.mark()
-	trig := rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, RetirePriorTo: 1, ConnectionID: cid, StatelessResetToken: [16]byte(randomBytes(16))}}, rawquic.ShortOpts{})
+	trig := rc.Send1RTT(
+		[]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, RetirePriorTo: 1, ConnectionID: cid, StatelessResetToken: [16]byte(randomBytes(16))}},
+		rawquic.ShortOpts{},
+	)
 	sent := time.Now()
 	for waited := time.Duration(0); waited < t.Settle() && !rc.PeerClosed; waited += t.PTO() {
 		rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
@@ -307,17 +405,36 @@ func runCIDRetirePriorToHonoured(ctx context.Context, t *T) {
 		}
 	}
 	if retire == nil {
-		t.Fail("retired", req, fmt.Sprintf("After NEW_CONNECTION_ID sequence 1 with Retire Prior To 1 the server never retired sequence 0 within %v.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
+		t.Fail(
+			"retired",
+			req,
+			fmt.Sprintf(
+				"After NEW_CONNECTION_ID sequence 1 with Retire Prior To 1 the server never retired sequence 0 within %v.",
+				t.Settle().Round(time.Millisecond),
+			),
+			events(Trigger, trig)...)
 		return
 	}
 	late := sent.Add(t.PTO() + t.RTT())
 	for _, p := range received(ps, rc.trace.id, mark) {
 		if p.space == 2 && p.at.After(late) && bytes.Equal(p.dcid, old) {
-			t.Fail("stopped", req, fmt.Sprintf("The server retired sequence 0 but still addressed packets to it (%x) %v after the tester's Retire Prior To.", old, p.at.Sub(sent).Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, retire, p))...)
+			t.Fail(
+				"stopped",
+				req,
+				fmt.Sprintf(
+					"The server retired sequence 0 but still addressed packets to it (%x) %v after the tester's Retire Prior To.",
+					old,
+					p.at.Sub(sent).Round(time.Millisecond),
+				),
+				evidence(events(Trigger, trig), events(Response, retire, p))...)
 			return
 		}
 	}
-	t.Pass("retired", req, fmt.Sprintf("The server retired sequence 0 and moved its packets to %x.", cid), evidence(events(Trigger, trig), events(Response, retire))...)
+	t.Pass(
+		"retired",
+		req,
+		fmt.Sprintf("The server retired sequence 0 and moved its packets to %x.", cid),
+		evidence(events(Trigger, trig), events(Response, retire))...)
 }
 
 func runCIDDuplicateFrame(ctx context.Context, t *T) {
@@ -341,12 +458,20 @@ func runCIDDuplicateFrame(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Fail("tolerated", req, fmt.Sprintf("The server closed with %s after receiving the same NEW_CONNECTION_ID frame three times.", closeCode(cl.closeFrame())), evidence(events(Trigger, trig...), events(Response, cl))...)
+		t.Fail(
+			"tolerated",
+			req,
+			fmt.Sprintf("The server closed with %s after receiving the same NEW_CONNECTION_ID frame three times.", closeCode(cl.closeFrame())),
+			evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	for _, pg := range pings {
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass("tolerated", req, "The server kept the connection open and acknowledged later PINGs after the same NEW_CONNECTION_ID frame arrived three times.", evidence(events(Trigger, trig...), events(Response, a))...)
+			t.Pass(
+				"tolerated",
+				req,
+				"The server kept the connection open and acknowledged later PINGs after the same NEW_CONNECTION_ID frame arrived three times.",
+				evidence(events(Trigger, trig...), events(Response, a))...)
 			return
 		}
 	}
@@ -357,7 +482,11 @@ func init() {
 	Register(&Scenario{
 		ID: "cid-issue-within-limit", Title: "Server connection IDs within the tester's limit", Family: "E", Needs: []string{NeedApp},
 		Requirements: []Requirement{reqCIDLimit,
-			rfc9000("5.1.1", May, "An endpoint MAY send connection IDs that temporarily exceed a peer's limit if the NEW_CONNECTION_ID frame also requires the retirement of any excess")},
+			rfc9000(
+				"5.1.1",
+				May,
+				"An endpoint MAY send connection IDs that temporarily exceed a peer's limit if the NEW_CONNECTION_ID frame also requires the retirement of any excess",
+			)},
 		Run: runCIDIssueWithinLimit,
 	})
 	Register(&Scenario{
@@ -372,8 +501,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "cid-supply", Title: "Server supplies spare connection IDs", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("5.1.1", Should, "An endpoint SHOULD ensure that its peer has a sufficient number of available and unused connection IDs.")},
-		Run:          runCIDSupply,
+		Requirements: []Requirement{
+			rfc9000("5.1.1", Should, "An endpoint SHOULD ensure that its peer has a sufficient number of available and unused connection IDs."),
+		},
+		Run: runCIDSupply,
 	})
 	Register(&Scenario{
 		ID: "cid-new-server-cid-accepted", Title: "Server accepts its sequence-1 connection ID", Family: "E", Needs: []string{NeedApp},
@@ -387,7 +518,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "cid-retire-unissued", title: "RETIRE_CONNECTION_ID for a sequence number never issued", family: "E", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.16", Must, "Receipt of a RETIRE_CONNECTION_ID frame containing a sequence number greater than any previously sent to the peer MUST be treated as a connection error of type PROTOCOL_VIOLATION.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.16",
+				Must,
+				"Receipt of a RETIRE_CONNECTION_ID frame containing a sequence number greater than any previously sent to the peer MUST be treated as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		codes:    transportCodes(wire.ProtocolViolation),
 		describe: "a RETIRE_CONNECTION_ID frame for sequence number 1000, which the server never issued",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -401,22 +538,43 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "cid-client-exceeds-limit", Title: "Tester issues more connection IDs than the server's limit", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("5.1.1", Must, "if the number of active connection IDs exceeds the value advertised in its active_connection_id_limit transport parameter, an endpoint MUST close the connection with an error of type CONNECTION_ID_LIMIT_ERROR.")},
-		Run:          runCIDClientExceedsLimit,
+		Requirements: []Requirement{
+			rfc9000(
+				"5.1.1",
+				Must,
+				"if the number of active connection IDs exceeds the value advertised in its active_connection_id_limit transport parameter, an endpoint MUST close the connection with an error of type CONNECTION_ID_LIMIT_ERROR.",
+			),
+		},
+		Run: runCIDClientExceedsLimit,
 	})
 	Register(&Scenario{
 		ID: "cid-retire-prior-to-honoured", Title: "Server honours Retire Prior To", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("5.1.2", Must, "the peer MUST stop using the corresponding connection IDs and retire them with RETIRE_CONNECTION_ID frames")},
-		Run:          runCIDRetirePriorToHonoured,
+		Requirements: []Requirement{
+			rfc9000("5.1.2", Must, "the peer MUST stop using the corresponding connection IDs and retire them with RETIRE_CONNECTION_ID frames"),
+		},
+		Run: runCIDRetirePriorToHonoured,
 	})
 	registerProvoked(provokedSpec{
 		id: "cid-retire-prior-to-invalid", title: "Retire Prior To above the sequence number", family: "E", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.15", Must, "Receiving a value in the Retire Prior To field that is greater than that in the Sequence Number field MUST be treated as a connection error of type FRAME_ENCODING_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.15",
+				Must,
+				"Receiving a value in the Retire Prior To field that is greater than that in the Sequence Number field MUST be treated as a connection error of type FRAME_ENCODING_ERROR.",
+			),
+		},
 		codes:    transportCodes(wire.FrameEncodingError),
 		describe: "a NEW_CONNECTION_ID frame whose Retire Prior To is one above its Sequence Number",
 		frames: func(t *T, c *Conn) []wire.Frame {
 			seq := nextTesterSeq(t, c)
-			return []wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: seq, RetirePriorTo: seq + 1, ConnectionID: randomBytes(8), StatelessResetToken: [16]byte(randomBytes(16))}}
+			return []wire.Frame{
+				&wire.NewConnectionIDFrame{
+					SequenceNumber:      seq,
+					RetirePriorTo:       seq + 1,
+					ConnectionID:        randomBytes(8),
+					StatelessResetToken: [16]byte(randomBytes(16)),
+				},
+			}
 		},
 	})
 	registerProvoked(provokedSpec{
@@ -426,10 +584,18 @@ func init() {
 		describe: "a NEW_CONNECTION_ID frame with an invalid Length",
 		variants: []variant{
 			injectVariant("length-0", func(t *T, c *Conn) []wire.Frame {
-				return []wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: nextTesterSeq(t, c), ConnectionID: []byte{}, StatelessResetToken: [16]byte(randomBytes(16))}}
+				return []wire.Frame{
+					&wire.NewConnectionIDFrame{SequenceNumber: nextTesterSeq(t, c), ConnectionID: []byte{}, StatelessResetToken: [16]byte(randomBytes(16))},
+				}
 			}),
 			injectVariant("length-21", func(t *T, c *Conn) []wire.Frame {
-				return []wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: nextTesterSeq(t, c), ConnectionID: randomBytes(21), StatelessResetToken: [16]byte(randomBytes(16))}}
+				return []wire.Frame{
+					&wire.NewConnectionIDFrame{
+						SequenceNumber:      nextTesterSeq(t, c),
+						ConnectionID:        randomBytes(21),
+						StatelessResetToken: [16]byte(randomBytes(16)),
+					},
+				}
 			}),
 		},
 	})
@@ -440,18 +606,33 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "cid-new-cid-to-zero-length-user", Title: "NEW_CONNECTION_ID from a client with a zero-length ID", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("19.15", Must, "An endpoint that is sending packets with a zero-length Destination Connection ID MUST treat receipt of a NEW_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9000(
+				"19.15",
+				Must,
+				"An endpoint that is sending packets with a zero-length Destination Connection ID MUST treat receipt of a NEW_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawEstablished(ctx, rawquic.Options{Label: "zero-length-scid", SCID: []byte{}}, nil)
 			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation),
 				Describe: "a NEW_CONNECTION_ID frame from a client whose Source Connection ID is zero-length"}, true, func() {
-				rc.Send1RTT([]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(8), StatelessResetToken: [16]byte(randomBytes(16))}}, rawquic.ShortOpts{})
+				rc.Send1RTT(
+					[]wire.Frame{&wire.NewConnectionIDFrame{SequenceNumber: 1, ConnectionID: randomBytes(8), StatelessResetToken: [16]byte(randomBytes(16))}},
+					rawquic.ShortOpts{},
+				)
 			})
 		},
 	})
 	Register(&Scenario{
 		ID: "cid-retire-to-zero-length-issuer", Title: "RETIRE_CONNECTION_ID to a server with zero-length IDs", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("19.16", Must, "An endpoint that provides a zero-length connection ID MUST treat receipt of a RETIRE_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9000(
+				"19.16",
+				Must,
+				"An endpoint that provides a zero-length connection ID MUST treat receipt of a RETIRE_CONNECTION_ID frame as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawEstablished(ctx, rawquic.Options{Label: "raw"}, nil)
 			if len(rc.ServerSCID) > 0 {

@@ -19,10 +19,26 @@ func runDgram0RTTLimitKept(ctx context.Context, t *T) {
 	old, cur := t.earlyTP(ctx)
 	req := t.sc.Requirements[0]
 	if cur.MaxDatagramFrameSize < old.MaxDatagramFrameSize || !cur.HasMaxDatagramFrameSize {
-		t.Fail("dgram-limit", req, fmt.Sprintf("With early data accepted, the server's max_datagram_frame_size fell from %d to %d.", old.MaxDatagramFrameSize, cur.MaxDatagramFrameSize))
+		t.Fail(
+			"dgram-limit",
+			req,
+			fmt.Sprintf(
+				"With early data accepted, the server's max_datagram_frame_size fell from %d to %d.",
+				old.MaxDatagramFrameSize,
+				cur.MaxDatagramFrameSize,
+			),
+		)
 		return
 	}
-	t.Pass("dgram-limit", req, fmt.Sprintf("With early data accepted, the server's max_datagram_frame_size is %d (remembered: %d).", cur.MaxDatagramFrameSize, old.MaxDatagramFrameSize))
+	t.Pass(
+		"dgram-limit",
+		req,
+		fmt.Sprintf(
+			"With early data accepted, the server's max_datagram_frame_size is %d (remembered: %d).",
+			cur.MaxDatagramFrameSize,
+			old.MaxDatagramFrameSize,
+		),
+	)
 }
 
 func runDgramAcked(ctx context.Context, t *T) {
@@ -62,10 +78,23 @@ func runDgramAcked(ctx context.Context, t *T) {
 		t.Errorf("no DATAGRAM frame left the tester")
 	}
 	if late >= 3 {
-		t.Fail("acked", req, fmt.Sprintf("%d of %d packets carrying DATAGRAM frames were not acknowledged within 2 × (RTT + max_ack_delay) = %v.", late, len(sent), limitD.Round(time.Millisecond)), events(Trigger, lateP...)...)
+		t.Fail(
+			"acked",
+			req,
+			fmt.Sprintf(
+				"%d of %d packets carrying DATAGRAM frames were not acknowledged within 2 × (RTT + max_ack_delay) = %v.",
+				late,
+				len(sent),
+				limitD.Round(time.Millisecond),
+			),
+			events(Trigger, lateP...)...)
 		return
 	}
-	t.Pass("acked", req, fmt.Sprintf("%d of %d packets carrying DATAGRAM frames were acknowledged within %v.", len(sent)-late, len(sent), limitD.Round(time.Millisecond)), events(Trigger, lastN(sent, 3)...)...)
+	t.Pass(
+		"acked",
+		req,
+		fmt.Sprintf("%d of %d packets carrying DATAGRAM frames were acknowledged within %v.", len(sent)-late, len(sent), limitD.Round(time.Millisecond)),
+		events(Trigger, lastN(sent, 3)...)...)
 }
 
 func runDgramTooLarge(ctx context.Context, t *T) {
@@ -171,18 +200,35 @@ func judgeDatagramSizes(sizes []int, limit int) (v Verdict, sentence string, bad
 			return Fail, fmt.Sprintf("The server sent a %d-byte DATAGRAM frame to a tester whose max_datagram_frame_size is %d.", n, limit), i
 		}
 	}
-	return Pass, fmt.Sprintf("The server's %d DATAGRAM frame(s) (%v bytes) stayed within the tester's max_datagram_frame_size of %d.", len(sizes), sizes, limit), -1
+	return Pass, fmt.Sprintf(
+		"The server's %d DATAGRAM frame(s) (%v bytes) stayed within the tester's max_datagram_frame_size of %d.",
+		len(sizes),
+		sizes,
+		limit,
+	), -1
 }
 
 func init() {
 	Register(&Scenario{
 		ID: "dgram-0rtt-limit-kept", Title: "max_datagram_frame_size kept when 0-RTT is accepted", Family: "I", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9221("3", Must, "When servers decide to accept 0-RTT data, they MUST send a max_datagram_frame_size transport parameter greater than or equal to the value they sent to the client")},
-		Run:          runDgram0RTTLimitKept,
+		Requirements: []Requirement{
+			rfc9221(
+				"3",
+				Must,
+				"When servers decide to accept 0-RTT data, they MUST send a max_datagram_frame_size transport parameter greater than or equal to the value they sent to the client",
+			),
+		},
+		Run: runDgram0RTTLimitKept,
 	})
 	Register(&Scenario{
 		ID: "dgram-tp", Title: "max_datagram_frame_size the server advertises", Family: "I", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9221("3", Recommended, "For most uses of DATAGRAM frames, it is RECOMMENDED to send a value of 65535 in the max_datagram_frame_size transport parameter")},
+		Requirements: []Requirement{
+			rfc9221(
+				"3",
+				Recommended,
+				"For most uses of DATAGRAM frames, it is RECOMMENDED to send a value of 65535 in the max_datagram_frame_size transport parameter",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "dgram-65535", Config: func(cfg *quic.Config) { cfg.MaxDatagramFrameSize = 65535 }})
 			tp := t.serverTP(c)
@@ -198,19 +244,35 @@ func init() {
 	Register(&Scenario{
 		ID: "dgram-acked", Title: "Packets with DATAGRAM frames are acknowledged", Family: "I", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("13.2.1", Must, "An endpoint MUST acknowledge all ack-eliciting Initial and Handshake packets immediately and all ack-eliciting 0-RTT and 1-RTT packets within its advertised max_ack_delay"),
+			rfc9000(
+				"13.2.1",
+				Must,
+				"An endpoint MUST acknowledge all ack-eliciting Initial and Handshake packets immediately and all ack-eliciting 0-RTT and 1-RTT packets within its advertised max_ack_delay",
+			),
 			rfc9221("5.2", Descriptive, "Although DATAGRAM frames are not retransmitted upon loss detection, they are ack-eliciting"),
 		},
 		Run: runDgramAcked,
 	})
 	Register(&Scenario{
 		ID: "dgram-too-large", Title: "DATAGRAM frame one byte above the server's limit", Family: "I", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9221("3", Must, "an endpoint that receives a DATAGRAM frame that is larger than the value it sent in its max_datagram_frame_size transport parameter MUST terminate the connection with an error of type PROTOCOL_VIOLATION.")},
-		Run:          runDgramTooLarge,
+		Requirements: []Requirement{
+			rfc9221(
+				"3",
+				Must,
+				"an endpoint that receives a DATAGRAM frame that is larger than the value it sent in its max_datagram_frame_size transport parameter MUST terminate the connection with an error of type PROTOCOL_VIOLATION.",
+			),
+		},
+		Run: runDgramTooLarge,
 	})
 	Register(&Scenario{
 		ID: "dgram-unnegotiated", Title: "DATAGRAM frame to a server without DATAGRAM", Family: "I", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9221("3", Must, "An endpoint that receives a DATAGRAM frame when it has not indicated support via the transport parameter MUST terminate the connection with an error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9221(
+				"3",
+				Must,
+				"An endpoint that receives a DATAGRAM frame when it has not indicated support via the transport parameter MUST terminate the connection with an error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "engine"})
 			if v, ok := rawTPVarint(t.serverTP(c), tpMaxDatagramFrameSize); ok && v > 0 {
@@ -224,14 +286,24 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "dgram-not-sent-without-tp", Title: "No DATAGRAM to a tester without max_datagram_frame_size", Family: "I", Needs: []string{NeedApp}, Passive: true,
-		Requirements: []Requirement{rfc9221("3", MustNot, "An endpoint MUST NOT send DATAGRAM frames until it has received the max_datagram_frame_size transport parameter with a non-zero value during the handshake")},
+		Requirements: []Requirement{
+			rfc9221(
+				"3",
+				MustNot,
+				"An endpoint MUST NOT send DATAGRAM frames until it has received the max_datagram_frame_size transport parameter with a non-zero value during the handshake",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "no-dgram"})
 			t.fetchSmall(ctx, c)
 			t.rec.wait(ctx, t.PTO(), nil)
 			req := t.sc.Requirements[0]
 			if fs := framesOf[*wire.DatagramFrame](t.rec.snapshot(), -1, 0, false); len(fs) > 0 {
-				t.Fail("absent", req, "The server sent a DATAGRAM frame to a tester that never advertised max_datagram_frame_size.", events(Response, fs[0].p)...)
+				t.Fail(
+					"absent",
+					req,
+					"The server sent a DATAGRAM frame to a tester that never advertised max_datagram_frame_size.",
+					events(Response, fs[0].p)...)
 				return
 			}
 			t.Pass("absent", req, "The server sent no DATAGRAM frame to a tester without max_datagram_frame_size.")

@@ -131,7 +131,20 @@ func (t *T) Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		}
 		v := lastVersion[pi.Type]
 		mu.Unlock()
-		trace.recordMeta(false, now, pi.Type, v, pi.Space, pi.PacketNumber, pi.DCID, pi.SCID, pi.Size, pi.DatagramSize, pi.Payload, pktMeta{firstByte: pi.FirstByte})
+		trace.recordMeta(
+			false,
+			now,
+			pi.Type,
+			v,
+			pi.Space,
+			pi.PacketNumber,
+			pi.DCID,
+			pi.SCID,
+			pi.Size,
+			pi.DatagramSize,
+			pi.Payload,
+			pktMeta{firstByte: pi.FirstByte},
+		)
 		if user.OnPacketReceived != nil {
 			user.OnPacketReceived(pi)
 		}

@@ -16,7 +16,11 @@ import (
 
 var (
 	reqFCNotExceed = rfc9000("4.1", MustNot, "Senders MUST NOT send data in excess of either limit.")
-	reqFCBlocked   = rfc9000("4.1", Should, "A sender SHOULD send a STREAM_DATA_BLOCKED or DATA_BLOCKED frame to indicate to the receiver that it has data to write but is blocked by flow control limits.")
+	reqFCBlocked   = rfc9000(
+		"4.1",
+		Should,
+		"A sender SHOULD send a STREAM_DATA_BLOCKED or DATA_BLOCKED frame to indicate to the receiver that it has data to write but is blocked by flow control limits.",
+	)
 )
 
 // Small limits the flow-control scenarios advertise.
@@ -158,7 +162,19 @@ func (t *T) fcLimitRespected(ctx context.Context, connLevel bool) {
 	}
 	t.Fact("fc.completed-downloads", fmt.Sprintf("%d of %d", done, len(reqs)))
 	sid := reqs[0].ID
-	t.Pass("within-limit", r, fmt.Sprintf("Against a %s the server never exceeded the limit in force (%d bytes in all, %d on stream %d); %d of %d downloads completed after the last raise.", what, total, ends[sid], sid, done, len(reqs)), events(Trigger, g1, g2)...)
+	t.Pass(
+		"within-limit",
+		r,
+		fmt.Sprintf(
+			"Against a %s the server never exceeded the limit in force (%d bytes in all, %d on stream %d); %d of %d downloads completed after the last raise.",
+			what,
+			total,
+			ends[sid],
+			sid,
+			done,
+			len(reqs),
+		),
+		events(Trigger, g1, g2)...)
 }
 
 // blockedFrames returns the server's STREAM_DATA_BLOCKED and DATA_BLOCKED
@@ -208,7 +224,12 @@ func runFCBlockedSignalled(ctx context.Context, t *T) {
 			kind = "connection"
 		}
 		if !stalled {
-			t.Check(kind+"-blocked", Inconclusive, r, fmt.Sprintf("The server never used up the %s limit of %d bytes within the settle window, so it was never blocked.", kind, ph.limit))
+			t.Check(
+				kind+"-blocked",
+				Inconclusive,
+				r,
+				fmt.Sprintf("The server never used up the %s limit of %d bytes within the settle window, so it was never blocked.", kind, ph.limit),
+			)
 			continue
 		}
 		stalls++
@@ -222,13 +243,34 @@ func runFCBlockedSignalled(ctx context.Context, t *T) {
 				within = append(within, p)
 			}
 		}
-		t.Fact("fc."+kind+"-blocked-frames", fmt.Sprintf("%d during the stall (%d after the first settle window)", len(bl), len(blockedFrames(ps, rc.trace.id, mark))))
+		t.Fact(
+			"fc."+kind+"-blocked-frames",
+			fmt.Sprintf("%d during the stall (%d after the first settle window)", len(bl), len(blockedFrames(ps, rc.trace.id, mark))),
+		)
 		if len(within) == 0 {
-			t.Warn(kind+"-blocked", r, fmt.Sprintf("Blocked by the tester's %s limit of %d bytes, the server sent no STREAM_DATA_BLOCKED or DATA_BLOCKED frame within %v; send one when data waits on flow control.", kind, ph.limit, t.Settle().Round(time.Millisecond)), events(Context, stallPkt)...)
+			t.Warn(
+				kind+"-blocked",
+				r,
+				fmt.Sprintf(
+					"Blocked by the tester's %s limit of %d bytes, the server sent no STREAM_DATA_BLOCKED or DATA_BLOCKED frame within %v; send one when data waits on flow control.",
+					kind,
+					ph.limit,
+					t.Settle().Round(time.Millisecond),
+				),
+				events(Context, stallPkt)...)
 			continue
 		}
 		signalled++
-		t.Pass(kind+"-blocked", r, fmt.Sprintf("Blocked by the tester's %s limit of %d bytes, the server signalled it (%d packets with BLOCKED frames during the stall).", kind, ph.limit, len(bl)), evidence(events(Context, stallPkt), events(Response, within[0]))...)
+		t.Pass(
+			kind+"-blocked",
+			r,
+			fmt.Sprintf(
+				"Blocked by the tester's %s limit of %d bytes, the server signalled it (%d packets with BLOCKED frames during the stall).",
+				kind,
+				ph.limit,
+				len(bl),
+			),
+			evidence(events(Context, stallPkt), events(Response, within[0]))...)
 	}
 	if stalls == 0 {
 		t.Inconclusive("The server was never blocked by the tester's limits.")
@@ -244,11 +286,21 @@ func runFCOutdated(ctx context.Context, t *T) {
 	})
 	req := rc.Request(t.profile.Target.LargePath)
 	if !rc.stallOn(ctx, func() bool { return rc.streamEnd(req.ID) >= initial }) {
-		t.Inconclusive(fmt.Sprintf("The server did not send the first %d bytes of %s within the settle window (%d arrived).", initial, t.profile.Target.LargePath, rc.streamEnd(req.ID)))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The server did not send the first %d bytes of %s within the settle window (%d arrived).",
+				initial,
+				t.profile.Target.LargePath,
+				rc.streamEnd(req.ID),
+			),
+		)
 	}
 	mark := t.mark()
 	raise := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: big + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: big}}, rawquic.ShortOpts{})
-	old := rc.Send1RTT([]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: small}}, rawquic.ShortOpts{})
+	old := rc.Send1RTT(
+		[]wire.Frame{&wire.MaxDataFrame{Maximum: small + 16<<10}, &wire.MaxStreamDataFrame{StreamID: req.ID, Maximum: small}},
+		rawquic.ShortOpts{},
+	)
 	trig := events(Trigger, raise, old)
 	// Wait for the data to reach the larger limit and for the outdated
 	// packet's acknowledgment (which a server may delay).
@@ -260,7 +312,14 @@ func runFCOutdated(ctx context.Context, t *T) {
 	t.Fact("fc.outdated-stream-end", end)
 	accept, ignore := t.sc.Requirements[0], t.sc.Requirements[1]
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Fail("accepted", accept, fmt.Sprintf("The server closed the connection (%s) after MAX_DATA and MAX_STREAM_DATA frames smaller than earlier ones; outdated values must be ignored.", closeCode(cl.closeFrame())), append(trig, events(Response, cl)...)...)
+		t.Fail(
+			"accepted",
+			accept,
+			fmt.Sprintf(
+				"The server closed the connection (%s) after MAX_DATA and MAX_STREAM_DATA frames smaller than earlier ones; outdated values must be ignored.",
+				closeCode(cl.closeFrame()),
+			),
+			append(trig, events(Response, cl)...)...)
 		return
 	}
 	if ackedBy(ps, rc.trace.id, spaceApp, old.pn) == nil {
@@ -270,14 +329,31 @@ func runFCOutdated(ctx context.Context, t *T) {
 	t.Pass("accepted", accept, "The server acknowledged the packet with smaller MAX_DATA and MAX_STREAM_DATA values and kept the connection open.", trig...)
 	switch {
 	case end > small:
-		t.Pass("ignored", ignore, fmt.Sprintf("The server sent stream data up to offset %d, beyond the outdated limit of %d, within the larger limit of %d.", end, small, big), trig...)
+		t.Pass(
+			"ignored",
+			ignore,
+			fmt.Sprintf("The server sent stream data up to offset %d, beyond the outdated limit of %d, within the larger limit of %d.", end, small, big),
+			trig...)
 	case end == small:
 		// The catalogue fails only on a close; the RFC's MUST also covers
 		// a sender that obeys the smaller value, which stopping exactly
 		// at it shows.
-		t.Fail("ignored", ignore, fmt.Sprintf("The server stopped at offset %d, exactly the outdated limit, although it had been given %d: it applied a MAX_STREAM_DATA or MAX_DATA that did not increase the limit.", end, big), trig...)
+		t.Fail(
+			"ignored",
+			ignore,
+			fmt.Sprintf(
+				"The server stopped at offset %d, exactly the outdated limit, although it had been given %d: it applied a MAX_STREAM_DATA or MAX_DATA that did not increase the limit.",
+				end,
+				big,
+			),
+			trig...)
 	default:
-		t.Check("ignored", Inconclusive, ignore, fmt.Sprintf("The server's data reached only offset %d within the settle window, short of the outdated limit of %d.", end, small), trig...)
+		t.Check(
+			"ignored",
+			Inconclusive,
+			ignore,
+			fmt.Sprintf("The server's data reached only offset %d within the settle window, short of the outdated limit of %d.", end, small),
+			trig...)
 	}
 }
 
@@ -304,7 +380,11 @@ func init() {
 	Register(&Scenario{
 		ID: "fc-outdated-max-data-accepted", Title: "Smaller MAX_DATA and MAX_STREAM_DATA are ignored", Family: "D", Needs: []string{NeedApp, NeedLarge},
 		Requirements: []Requirement{
-			rfc9000("13.3", Must, "A receiver MUST accept packets containing an outdated frame, such as a MAX_DATA frame carrying a smaller maximum data value than one found in an older packet."),
+			rfc9000(
+				"13.3",
+				Must,
+				"A receiver MUST accept packets containing an outdated frame, such as a MAX_DATA frame carrying a smaller maximum data value than one found in an older packet.",
+			),
 			rfc9000("4.1", Must, "A sender MUST ignore any MAX_STREAM_DATA or MAX_DATA frames that do not increase flow control limits."),
 		},
 		Run: runFCOutdated,

@@ -35,7 +35,16 @@ func runGreaseTLSCipherSuites(ctx context.Context, t *T) {
 		ps := received(t.rec.snapshot(), c.trace.id, 0)
 		if err != nil {
 			if cl := firstClose(ps); cl != nil {
-				t.Fail("accepted", req, fmt.Sprintf("The server closed the handshake (%s) when the ClientHello offered the reserved cipher suites %#04x and %#04x ahead of TLS_AES_128_GCM_SHA256.", closeCode(cl.closeFrame()), gs[0], gs[1]), events(Response, cl)...)
+				t.Fail(
+					"accepted",
+					req,
+					fmt.Sprintf(
+						"The server closed the handshake (%s) when the ClientHello offered the reserved cipher suites %#04x and %#04x ahead of TLS_AES_128_GCM_SHA256.",
+						closeCode(cl.closeFrame()),
+						gs[0],
+						gs[1],
+					),
+					events(Response, cl)...)
 				return
 			}
 			t.dialFailure(c, err)
@@ -48,7 +57,11 @@ func runGreaseTLSCipherSuites(ctx context.Context, t *T) {
 			return
 		}
 		t.Fact("tls.cipher-suite", tls.CipherSuiteName(got))
-		t.Pass("accepted", req, fmt.Sprintf("The server ignored the reserved cipher suites %#04x and %#04x and completed the handshake with TLS_AES_128_GCM_SHA256.", gs[0], gs[1]), events(Response, lastN(ps, 1)...)...)
+		t.Pass(
+			"accepted",
+			req,
+			fmt.Sprintf("The server ignored the reserved cipher suites %#04x and %#04x and completed the handshake with TLS_AES_128_GCM_SHA256.", gs[0], gs[1]),
+			events(Response, lastN(ps, 1)...)...)
 	})
 }
 
@@ -102,7 +115,15 @@ func runGreaseQUICBitNotWithoutTP(ctx context.Context, t *T) {
 	}
 	t.rec.mu.Unlock()
 	if bad != nil {
-		t.Fail("quic-bit", req, fmt.Sprintf("The server sent a %d-byte datagram with the QUIC bit cleared (first byte 0x%02x) to a tester that never advertised grease_quic_bit; the tester must discard it.", bad.size, bad.b[0]))
+		t.Fail(
+			"quic-bit",
+			req,
+			fmt.Sprintf(
+				"The server sent a %d-byte datagram with the QUIC bit cleared (first byte 0x%02x) to a tester that never advertised grease_quic_bit; the tester must discard it.",
+				bad.size,
+				bad.b[0],
+			),
+		)
 		return
 	}
 	if n == 0 {
@@ -133,7 +154,10 @@ func runGreaseVNVersions(ctx context.Context, t *T) {
 		t.Inconclusive("The server sent no Version Negotiation packet to an unknown version.")
 	}
 	t.Fact("grease.vn-versions", map[string]any{"lists": lists, "reserved": len(reserved)})
-	t.Observe("versions", fmt.Sprintf("Version Negotiation lists over three replies: %v; %d distinct reserved version(s).", lists, len(reserved)), events(Response, last)...)
+	t.Observe(
+		"versions",
+		fmt.Sprintf("Version Negotiation lists over three replies: %v; %d distinct reserved version(s).", lists, len(reserved)),
+		events(Response, last)...)
 }
 
 // requireGreaseQUICBit ends the scenario as unsupported when the server
@@ -173,14 +197,30 @@ func runGreaseQUICBitAccepted(ctx context.Context, t *T) {
 	t.rec.mu.Unlock()
 	sent := packetsOf(framesOf[*wire.StreamFrame](t.rec.snapshot(), rc.trace.id, 0, true))
 	if err == nil {
-		t.Pass("accepted", reqGreaseBitAccept, fmt.Sprintf("With the QUIC bit cleared on %d datagram(s) (every Handshake and 1-RTT packet), the tester completed the handshake and fetched %s (%d bytes).", cleared, t.profile.SmallPath, len(body)), events(Trigger, sent...)...)
+		t.Pass(
+			"accepted",
+			reqGreaseBitAccept,
+			fmt.Sprintf(
+				"With the QUIC bit cleared on %d datagram(s) (every Handshake and 1-RTT packet), the tester completed the handshake and fetched %s (%d bytes).",
+				cleared,
+				t.profile.SmallPath,
+				len(body),
+			),
+			events(Trigger, sent...)...)
 		return
 	}
 	_, _, cerr := try("quic-bit-set", false)
 	if cerr != nil {
 		t.Inconclusive(fmt.Sprintf("With the QUIC bit cleared the exchange failed (%v), but with it set it failed as well (%v).", err, cerr))
 	}
-	t.Fail("accepted", reqGreaseBitAccept, fmt.Sprintf("The server advertises grease_quic_bit, but with the QUIC bit cleared on every Handshake and 1-RTT packet the exchange failed (%v) while the same exchange with the bit set succeeds.", err), events(Trigger, lastN(sent, 3)...)...)
+	t.Fail(
+		"accepted",
+		reqGreaseBitAccept,
+		fmt.Sprintf(
+			"The server advertises grease_quic_bit, but with the QUIC bit cleared on every Handshake and 1-RTT packet the exchange failed (%v) while the same exchange with the bit set succeeds.",
+			err,
+		),
+		events(Trigger, lastN(sent, 3)...)...)
 }
 
 func runGreaseQUICBitServerGreases(ctx context.Context, t *T) {
@@ -223,9 +263,15 @@ func judgeQUICBitGrease(set, cleared int) (Verdict, string) {
 	case set+cleared < 20:
 		return Inconclusive, fmt.Sprintf("The server sent only %d short-header datagram(s), too few to judge its QUIC bit.", set+cleared)
 	case cleared == 0:
-		return Warn, fmt.Sprintf("The QUIC bit was set on all %d of the server's short-header datagrams although the tester advertised grease_quic_bit; set it to an unpredictable value.", set)
+		return Warn, fmt.Sprintf(
+			"The QUIC bit was set on all %d of the server's short-header datagrams although the tester advertised grease_quic_bit; set it to an unpredictable value.",
+			set,
+		)
 	case set == 0:
-		return Warn, fmt.Sprintf("The QUIC bit was cleared on all %d of the server's short-header datagrams: a constant value, not an unpredictable one.", cleared)
+		return Warn, fmt.Sprintf(
+			"The QUIC bit was cleared on all %d of the server's short-header datagrams: a constant value, not an unpredictable one.",
+			cleared,
+		)
 	}
 	return Pass, fmt.Sprintf("The server cleared the QUIC bit on %d and set it on %d of its short-header datagrams.", cleared, set)
 }
@@ -233,7 +279,11 @@ func judgeQUICBitGrease(set, cleared int) (Verdict, string) {
 // Family J, greasing of versions (docs/scenarios.md): grease-version-information
 // and grease-vn-unused-bits.
 
-var reqReservedVersions = rfc9000("6.3", May, "Endpoints MAY add reserved versions to any field where unknown or unsupported versions are ignored to test that a peer correctly ignores the value.")
+var reqReservedVersions = rfc9000(
+	"6.3",
+	May,
+	"Endpoints MAY add reserved versions to any field where unknown or unsupported versions are ignored to test that a peer correctly ignores the value.",
+)
 
 // greaseVersion returns a random reserved version of the form 0x?a?a?a?a
 // (RFC 9000 §15) other than avoid.
@@ -285,10 +335,16 @@ func runGreaseVersionInformation(ctx context.Context, t *T) {
 	}
 	ps := received(t.rec.snapshot(), c.ID(), 0)
 	if cc := firstClose(ps); cc != nil {
-		t.Observe("handshake", fmt.Sprintf("Offered %s, the server closed the connection with %s, while a plain handshake succeeded.", offered, closeCode(cc.closeFrame())), events(Response, cc)...)
+		t.Observe(
+			"handshake",
+			fmt.Sprintf("Offered %s, the server closed the connection with %s, while a plain handshake succeeded.", offered, closeCode(cc.closeFrame())),
+			events(Response, cc)...)
 		return
 	}
-	t.Observe("handshake", fmt.Sprintf("Offered %s, the handshake stalled (%v), while a plain handshake succeeded.", offered, err), events(Context, lastN(ps, 3)...)...)
+	t.Observe(
+		"handshake",
+		fmt.Sprintf("Offered %s, the handshake stalled (%v), while a plain handshake succeeded.", offered, err),
+		events(Context, lastN(ps, 3)...)...)
 }
 
 // unusedBits are the seven bits after the header form bit of a Version
@@ -308,7 +364,12 @@ func runGreaseVNUnusedBits(ctx context.Context, t *T) {
 	}
 	if last == nil {
 		t.requireControl(ctx, "No Version Negotiation came back")
-		t.Unsupported(fmt.Sprintf("The server sent no Version Negotiation packet to a reserved version within %v (needs a Version Negotiation reply).", t.Settle().Round(time.Millisecond)))
+		t.Unsupported(
+			fmt.Sprintf(
+				"The server sent no Version Negotiation packet to a reserved version within %v (needs a Version Negotiation reply).",
+				t.Settle().Round(time.Millisecond),
+			),
+		)
 	}
 	var vals []string
 	set, varies := 0, false
@@ -323,8 +384,13 @@ func runGreaseVNUnusedBits(ctx context.Context, t *T) {
 	}
 	t.Fact("grease.vn-unused-bits", map[string]any{"values": vals, "bit-0x40-set": set, "replies": len(firsts), "varies": varies})
 	req := t.sc.Requirements[0]
-	sentence := fmt.Sprintf("The Unused bits of %d Version Negotiation replies were %v; 0x40 was set in %d of them and the value %s. The 0x40 recommendation applies only where QUIC is multiplexed with other protocols, which the tester cannot know.",
-		len(firsts), vals, set, map[bool]string{true: "varied", false: "did not vary"}[varies])
+	sentence := fmt.Sprintf(
+		"The Unused bits of %d Version Negotiation replies were %v; 0x40 was set in %d of them and the value %s. The 0x40 recommendation applies only where QUIC is multiplexed with other protocols, which the tester cannot know.",
+		len(firsts),
+		vals,
+		set,
+		map[bool]string{true: "varied", false: "did not vary"}[varies],
+	)
 	if set == len(firsts) {
 		t.Pass("unused-bits", req, sentence, events(Response, last)...)
 	} else {
@@ -335,8 +401,14 @@ func runGreaseVNUnusedBits(ctx context.Context, t *T) {
 func init() {
 	Register(&Scenario{
 		ID: "grease-tls-cipher-suites", Title: "Reserved GREASE cipher suites offered first", Family: "J", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("5.3", MustNot, "An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.")},
-		Run:          runGreaseTLSCipherSuites,
+		Requirements: []Requirement{
+			rfc9001(
+				"5.3",
+				MustNot,
+				"An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.",
+			),
+		},
+		Run: runGreaseTLSCipherSuites,
 	})
 	Register(&Scenario{
 		ID: "grease-tp-reserved", Title: "Four reserved transport parameters", Family: "J", Needs: []string{NeedApp},
@@ -355,12 +427,23 @@ func init() {
 		ID: "grease-tp-large-unknown", Title: "A 1000-byte unknown transport parameter", Family: "J", Needs: []string{NeedApp},
 		Requirements: []Requirement{rfc9000("7.4.2", Must, "An endpoint MUST ignore transport parameters that it does not support.")},
 		Run: func(ctx context.Context, t *T) {
-			t.greasedHandshake(ctx, "large-unknown-tp", []wire.TransportParameter{{ID: 0x3ffe, Value: randomBytes(1000)}}, "an unknown 1000-byte transport parameter (ID 0x3ffe), so that the ClientHello spans two Initial packets")
+			t.greasedHandshake(
+				ctx,
+				"large-unknown-tp",
+				[]wire.TransportParameter{{ID: 0x3ffe, Value: randomBytes(1000)}},
+				"an unknown 1000-byte transport parameter (ID 0x3ffe), so that the ClientHello spans two Initial packets",
+			)
 		},
 	})
 	Register(&Scenario{
 		ID: "grease-server-tp", Title: "Reserved transport parameters the server sends", Family: "J", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("18.1", Descriptive, "Transport parameters with an identifier of the form `31 * N + 27` for integer values of N are reserved to exercise the requirement that unknown transport parameters be ignored.")},
+		Requirements: []Requirement{
+			rfc9000(
+				"18.1",
+				Descriptive,
+				"Transport parameters with an identifier of the form `31 * N + 27` for integer values of N are reserved to exercise the requirement that unknown transport parameters be ignored.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "engine"})
 			var ids []string
@@ -375,7 +458,14 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "grease-quic-bit-advertised", Title: "grease_quic_bit advertised by the server", Family: "J", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{fromKnowledge("RFC 9287", "3", May, "the grease_quic_bit transport parameter (0x2ab2), with an empty value, tells the peer that the sender accepts packets with the QUIC bit cleared.")},
+		Requirements: []Requirement{
+			fromKnowledge(
+				"RFC 9287",
+				"3",
+				May,
+				"the grease_quic_bit transport parameter (0x2ab2), with an empty value, tells the peer that the sender accepts packets with the QUIC bit cleared.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "engine"})
 			v, ok := rawTPValue(t.serverTP(c), tpGreaseQUICBit)
@@ -391,14 +481,25 @@ func init() {
 		ID: "grease-quic-bit-not-without-tp", Title: "QUIC bit set towards a tester without grease_quic_bit", Family: "J", Needs: []string{NeedApp}, Passive: true,
 		Requirements: []Requirement{
 			rfc9000("17.2", Must, "Packets containing a zero value for this bit are not valid packets in this version and MUST be discarded."),
-			fromKnowledge("RFC 9287", "3.1", MustNot, "a server does not remember that a client negotiated the extension on an earlier connection and clears the bit only after processing that connection's client transport parameters."),
+			fromKnowledge(
+				"RFC 9287",
+				"3.1",
+				MustNot,
+				"a server does not remember that a client negotiated the extension on an earlier connection and clears the bit only after processing that connection's client transport parameters.",
+			),
 		},
 		Run: runGreaseQUICBitNotWithoutTP,
 	})
 	Register(&Scenario{
 		ID: "grease-vn-versions", Title: "Reserved versions in Version Negotiation", Family: "J", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("6.3", May, "Endpoints MAY add reserved versions to any field where unknown or unsupported versions are ignored to test that a peer correctly ignores the value.")},
-		Run:          runGreaseVNVersions,
+		Requirements: []Requirement{
+			rfc9000(
+				"6.3",
+				May,
+				"Endpoints MAY add reserved versions to any field where unknown or unsupported versions are ignored to test that a peer correctly ignores the value.",
+			),
+		},
+		Run: runGreaseVNVersions,
 	})
 	Register(&Scenario{
 		ID: "grease-quic-bit-accepted", Title: "Packets with the QUIC bit cleared are accepted", Family: "J", Needs: []string{NeedApp},
@@ -430,7 +531,13 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "grease-vn-unused-bits", Title: "Unused bits of Version Negotiation packets", Family: "J", ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("17.2.1", Should, "servers SHOULD set the most significant bit of this field (0x40) to 1 so that Version Negotiation packets appear to have the Fixed Bit field.")},
-		Run:          runGreaseVNUnusedBits,
+		Requirements: []Requirement{
+			rfc9000(
+				"17.2.1",
+				Should,
+				"servers SHOULD set the most significant bit of this field (0x40) to 1 so that Version Negotiation packets appear to have the Fixed Bit field.",
+			),
+		},
+		Run: runGreaseVNUnusedBits,
 	})
 }

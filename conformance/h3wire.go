@@ -467,7 +467,13 @@ func (t *T) openUni(ctx context.Context, c *Conn, b []byte) *quic.Stream {
 	defer cancel()
 	s, err := c.OpenUniStream(octx)
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The tester could not open a unidirectional stream (%v); the server's initial_max_streams_uni is %d.", err, t.serverTP(c).InitialMaxStreamsUni))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The tester could not open a unidirectional stream (%v); the server's initial_max_streams_uni is %d.",
+				err,
+				t.serverTP(c).InitialMaxStreamsUni,
+			),
+		)
 	}
 	if len(b) > 0 {
 		if _, err := s.Write(b); err != nil {
@@ -483,7 +489,13 @@ func (t *T) openRequest(ctx context.Context, c *Conn, b []byte, fin bool) *quic.
 	defer cancel()
 	s, err := c.OpenStream(octx)
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The tester could not open a request stream (%v); the server's initial_max_streams_bidi is %d.", err, t.serverTP(c).InitialMaxStreamsBidi))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The tester could not open a request stream (%v); the server's initial_max_streams_bidi is %d.",
+				err,
+				t.serverTP(c).InitialMaxStreamsBidi,
+			),
+		)
 	}
 	if _, err := s.Write(b); err != nil {
 		t.Inconclusive(fmt.Sprintf("The tester could not write its request: %v.", err))
@@ -578,17 +590,37 @@ func judgeGoesOn(v *h3Seen, id uint64, what string) judged {
 	}
 	if fa, code, ok := v.streamError(id); ok && code != uint64(h3.ErrCodeNoError) {
 		if _, isReset := fa.f.(*wire.ResetStreamFrame); isReset || !v.streams[id].Complete() {
-			return judged{Fail, fmt.Sprintf("The server aborted the request sent after %s with %s (%s); it must ignore them.", what, describeCode(code), frameString(fa.f)), []*packet{fa.p}, 0}
+			return judged{
+				Fail,
+				fmt.Sprintf("The server aborted the request sent after %s with %s (%s); it must ignore them.", what, describeCode(code), frameString(fa.f)),
+				[]*packet{fa.p},
+				0,
+			}
 		}
 	}
 	r := v.response(id)
 	if r.headers && r.complete {
-		return judged{Pass, fmt.Sprintf("The server answered the request sent after %s (status %d, %d bytes of content).", what, r.status, r.dataBytes), v.carried[id][:1], 0}
+		return judged{
+			Pass,
+			fmt.Sprintf("The server answered the request sent after %s (status %d, %d bytes of content).", what, r.status, r.dataBytes),
+			v.carried[id][:1],
+			0,
+		}
 	}
 	if v.close != nil {
-		return judged{Inconclusive, fmt.Sprintf("The server closed the connection with H3_NO_ERROR after %s, before answering the request.", what), []*packet{v.close}, 0}
+		return judged{
+			Inconclusive,
+			fmt.Sprintf("The server closed the connection with H3_NO_ERROR after %s, before answering the request.", what),
+			[]*packet{v.close},
+			0,
+		}
 	}
-	return judged{Inconclusive, fmt.Sprintf("The request sent after %s got no complete answer, and the server did not close the connection either.", what), nil, 0}
+	return judged{
+		Inconclusive,
+		fmt.Sprintf("The request sent after %s got no complete answer, and the server did not close the connection either.", what),
+		nil,
+		0,
+	}
 }
 
 // goesOn waits for the answer to request id and judges it with

@@ -73,7 +73,14 @@ func runHSV1Basic(ctx context.Context, t *T) {
 		for _, p := range scids {
 			evs = append(evs, p)
 		}
-		t.Fail("single-scid", reqDiscardOtherSCID, fmt.Sprintf("The server's Initial packets carried %d different Source Connection IDs; a client must discard the later ones, so the server must keep one.", len(scids)), events(Response, evs...)...)
+		t.Fail(
+			"single-scid",
+			reqDiscardOtherSCID,
+			fmt.Sprintf(
+				"The server's Initial packets carried %d different Source Connection IDs; a client must discard the later ones, so the server must keep one.",
+				len(scids),
+			),
+			events(Response, evs...)...)
 	} else {
 		t.Pass("single-scid", reqDiscardOtherSCID, "Every server Initial packet carried the same Source Connection ID.")
 	}
@@ -116,14 +123,29 @@ func runHSInitialTooSmall(ctx context.Context, t *T) {
 	if len(a.closes) > 0 {
 		cc := a.closes[0].closeFrame()
 		if !cc.Application && cc.ErrorCode == uint64(wire.ProtocolViolation) {
-			t.Pass("discard", req, "The server closed the connection with PROTOCOL_VIOLATION, as §14.1 allows for an undersized Initial.", evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
+			t.Pass(
+				"discard",
+				req,
+				"The server closed the connection with PROTOCOL_VIOLATION, as §14.1 allows for an undersized Initial.",
+				evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 			return
 		}
-		t.Observe("discard", fmt.Sprintf("The server closed the connection with %s rather than dropping the undersized Initial; §14.1 names PROTOCOL_VIOLATION.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
+		t.Observe(
+			"discard",
+			fmt.Sprintf("The server closed the connection with %s rather than dropping the undersized Initial; §14.1 names PROTOCOL_VIOLATION.", closeCode(cc)),
+			evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 		return
 	}
 	if len(a.handshake) > 0 {
-		t.Fail("discard", req, fmt.Sprintf("The server processed an Initial carried in a %d-byte datagram: it answered with %d Initial/Handshake packet(s) instead of discarding it.", trig.ev.Size, len(a.handshake)), evidence(events(Trigger, trig), events(Response, lastN(a.handshake, 2)...))...)
+		t.Fail(
+			"discard",
+			req,
+			fmt.Sprintf(
+				"The server processed an Initial carried in a %d-byte datagram: it answered with %d Initial/Handshake packet(s) instead of discarding it.",
+				trig.ev.Size,
+				len(a.handshake),
+			),
+			evidence(events(Trigger, trig), events(Response, lastN(a.handshake, 2)...))...)
 		return
 	}
 	if t.datagramsReceived(rc.trace.id) > 0 {
@@ -131,7 +153,11 @@ func runHSInitialTooSmall(ctx context.Context, t *T) {
 		return
 	}
 	t.requireControl(ctx, "The server stayed silent after the undersized Initial")
-	t.Pass("discard", req, fmt.Sprintf("The server ignored an Initial in a 1100-byte datagram for %v, while a normal handshake succeeded.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
+	t.Pass(
+		"discard",
+		req,
+		fmt.Sprintf("The server ignored an Initial in a 1100-byte datagram for %v, while a normal handshake succeeded.", t.Settle().Round(time.Millisecond)),
+		events(Trigger, trig)...)
 }
 
 func runHSDCIDTooLong(ctx context.Context, t *T) {
@@ -144,14 +170,25 @@ func runHSDCIDTooLong(ctx context.Context, t *T) {
 	switch {
 	case len(a.handshake) > 0 || len(a.closes) > 0:
 		resp := append(a.handshake, a.closes...)
-		t.Fail("drop", req, "The server answered a v1 Initial whose Destination Connection ID is 21 bytes long with Initial or Handshake packets instead of dropping it.", evidence(events(Trigger, trig), events(Response, lastN(resp, 2)...))...)
+		t.Fail(
+			"drop",
+			req,
+			"The server answered a v1 Initial whose Destination Connection ID is 21 bytes long with Initial or Handshake packets instead of dropping it.",
+			evidence(events(Trigger, trig), events(Response, lastN(resp, 2)...))...)
 	case len(a.vn) > 0:
-		t.Observe("drop", "The server answered the 21-byte Destination Connection ID with Version Negotiation.", evidence(events(Trigger, trig), events(Response, a.vn[0]))...)
+		t.Observe(
+			"drop",
+			"The server answered the 21-byte Destination Connection ID with Version Negotiation.",
+			evidence(events(Trigger, trig), events(Response, a.vn[0]))...)
 	case t.datagramsReceived(rc.trace.id) > 0:
 		t.Check("drop", Inconclusive, req, "The server answered with datagrams the tester could not read.", events(Trigger, trig)...)
 	default:
 		t.requireControl(ctx, "The server stayed silent after the Initial with a 21-byte Destination Connection ID")
-		t.Pass("drop", req, "The server dropped a v1 Initial with a 21-byte Destination Connection ID, while a normal handshake succeeded.", events(Trigger, trig)...)
+		t.Pass(
+			"drop",
+			req,
+			"The server dropped a v1 Initial with a 21-byte Destination Connection ID, while a normal handshake succeeded.",
+			events(Trigger, trig)...)
 	}
 }
 
@@ -176,7 +213,17 @@ func runCIDEcho(ctx context.Context, t *T, dcid, scid []byte, what string) {
 	}
 	switch {
 	case len(wrong) > 0:
-		t.Fail("dcid", req, fmt.Sprintf("The client used %s (%x), but the server sent %d packet(s) to Destination Connection ID %x instead.", what, scid, len(wrong), wrong[0].dcid), events(Response, lastN(wrong, 2)...)...)
+		t.Fail(
+			"dcid",
+			req,
+			fmt.Sprintf(
+				"The client used %s (%x), but the server sent %d packet(s) to Destination Connection ID %x instead.",
+				what,
+				scid,
+				len(wrong),
+				wrong[0].dcid,
+			),
+			events(Response, lastN(wrong, 2)...)...)
 	case len(right) == 0:
 		if t.datagramsReceived(rc.trace.id) > 0 {
 			t.Observe("dcid", fmt.Sprintf("The server answered the handshake with %s with nothing the tester could read (%v).", what, err))
@@ -191,10 +238,22 @@ func runCIDEcho(ctx context.Context, t *T, dcid, scid []byte, what string) {
 		t.Pass("dcid", req, fmt.Sprintf("All %d server packets were addressed to the zero-length ID.", len(right)), events(Response, lastN(right, 2)...)...)
 		t.Observe("handshake", fmt.Sprintf("The handshake with %s did not complete: %v.", what, err))
 	case err != nil:
-		t.Pass("dcid", req, fmt.Sprintf("All %d server packets carried the tester's %d-byte ID.", len(right), len(scid)), events(Response, lastN(right, 2)...)...)
+		t.Pass(
+			"dcid",
+			req,
+			fmt.Sprintf("All %d server packets carried the tester's %d-byte ID.", len(right), len(scid)),
+			events(Response, lastN(right, 2)...)...)
 		t.Check("handshake", Inconclusive, Requirement{}, fmt.Sprintf("The handshake with %s did not complete: %v.", what, err))
 	default:
-		t.Pass("dcid", req, fmt.Sprintf("The handshake completed and all %d server packets were addressed to the tester's %d-byte Source Connection ID.", len(right), len(scid)), events(Response, lastN(right, 2)...)...)
+		t.Pass(
+			"dcid",
+			req,
+			fmt.Sprintf(
+				"The handshake completed and all %d server packets were addressed to the tester's %d-byte Source Connection ID.",
+				len(right),
+				len(scid),
+			),
+			events(Response, lastN(right, 2)...)...)
 	}
 }
 
@@ -264,7 +323,11 @@ func runHSCIDAuthentication(ctx context.Context, t *T) {
 		t.Fail("rscid", reqMatch, "The server sent a Retry but its transport parameters lack retry_source_connection_id.", events(Response, retry)...)
 		ok = false
 	case retry != nil && !bytes.Equal(tp.RetrySourceConnectionID, retry.scid):
-		t.Fail("rscid", reqMatch, fmt.Sprintf("retry_source_connection_id is %x but the Retry came from %x.", tp.RetrySourceConnectionID, retry.scid), events(Response, retry)...)
+		t.Fail(
+			"rscid",
+			reqMatch,
+			fmt.Sprintf("retry_source_connection_id is %x but the Retry came from %x.", tp.RetrySourceConnectionID, retry.scid),
+			events(Response, retry)...)
 		ok = false
 	case retry == nil && tp.HasRetrySourceConnectionID:
 		t.Fail("rscid", reqMatch, "The server sent retry_source_connection_id although it sent no Retry.", ev...)
@@ -272,7 +335,11 @@ func runHSCIDAuthentication(ctx context.Context, t *T) {
 	}
 	t.Fact("retry.policy", map[bool]string{true: "retry on first contact", false: "no retry on first contact"}[retry != nil])
 	if ok {
-		t.Pass("cid-authentication", reqMatch, "original_destination_connection_id, initial_source_connection_id and retry_source_connection_id match the connection IDs on the wire.", ev...)
+		t.Pass(
+			"cid-authentication",
+			reqMatch,
+			"original_destination_connection_id, initial_source_connection_id and retry_source_connection_id match the connection IDs on the wire.",
+			ev...)
 	}
 }
 
@@ -307,7 +374,11 @@ func runHSServerTPValid(ctx context.Context, t *T) {
 	dup := false
 	for _, p := range tp.Raw {
 		if seen[p.ID] {
-			t.Fail("no-duplicates", t.sc.Requirements[0], fmt.Sprintf("The server sent transport parameter %s more than once.", wire.TransportParameterID(p.ID)), ev...)
+			t.Fail(
+				"no-duplicates",
+				t.sc.Requirements[0],
+				fmt.Sprintf("The server sent transport parameter %s more than once.", wire.TransportParameterID(p.ID)),
+				ev...)
 			dup = true
 			break
 		}
@@ -325,7 +396,11 @@ func runHSServerTPValid(ctx context.Context, t *T) {
 			} else if bytes.Contains([]byte(we.Reason), []byte("preferred_address")) {
 				req = t.sc.Requirements[2]
 			}
-			t.Fail("values", req, fmt.Sprintf("The server's transport parameters break a rule: %s; a conforming client must close with TRANSPORT_PARAMETER_ERROR.", we.Reason), ev...)
+			t.Fail(
+				"values",
+				req,
+				fmt.Sprintf("The server's transport parameters break a rule: %s; a conforming client must close with TRANSPORT_PARAMETER_ERROR.", we.Reason),
+				ev...)
 		}
 		return
 	}
@@ -412,16 +487,28 @@ func runHSStrayHandshake(ctx context.Context, t *T) {
 	rcv := received(t.rec.snapshot(), rc.trace.id, 0)
 	if n == 0 {
 		t.requireControl(ctx, "The server stayed silent after the stray Handshake packet")
-		t.Pass("ignore", reqIgnore, "The server ignored a Handshake packet that no Initial preceded, while a normal handshake succeeded.", events(Trigger, p)...)
+		t.Pass(
+			"ignore",
+			reqIgnore,
+			"The server ignored a Handshake packet that no Initial preceded, while a normal handshake succeeded.",
+			events(Trigger, p)...)
 		return
 	}
 	for _, q := range rcv {
 		if q.ev.PacketType != "unparsed" || q == p {
-			t.Warn("ignore", reqIgnore, fmt.Sprintf("The server answered a stray Handshake packet with a %s packet instead of ignoring it.", q.ev.PacketType), evidence(events(Trigger, p), events(Response, q))...)
+			t.Warn(
+				"ignore",
+				reqIgnore,
+				fmt.Sprintf("The server answered a stray Handshake packet with a %s packet instead of ignoring it.", q.ev.PacketType),
+				evidence(events(Trigger, p), events(Response, q))...)
 			return
 		}
 	}
-	t.Pass("ignore", reqIgnore, fmt.Sprintf("The server answered the stray Handshake packet only with %d short datagram(s), taken as stateless resets, which §10.3 allows.", n), events(Trigger, p)...)
+	t.Pass(
+		"ignore",
+		reqIgnore,
+		fmt.Sprintf("The server answered the stray Handshake packet only with %d short datagram(s), taken as stateless resets, which §10.3 allows.", n),
+		events(Trigger, p)...)
 }
 
 func runHSPaddingOnly(ctx context.Context, t *T) {
@@ -433,9 +520,15 @@ func runHSPaddingOnly(ctx context.Context, t *T) {
 	a := classify(t.rec.snapshot(), rc.trace.id)
 	switch {
 	case len(a.closes) > 0:
-		t.Observe("answer", "The server closed the connection: "+closeCode(a.closes[0].closeFrame())+".", evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
+		t.Observe(
+			"answer",
+			"The server closed the connection: "+closeCode(a.closes[0].closeFrame())+".",
+			evidence(events(Trigger, trig), events(Response, a.closes[0]))...)
 	case len(a.handshake) > 0:
-		t.Observe("answer", "The server answered the padding-only Initial (acknowledged it or sent handshake packets).", evidence(events(Trigger, trig), events(Response, a.handshake[0]))...)
+		t.Observe(
+			"answer",
+			"The server answered the padding-only Initial (acknowledged it or sent handshake packets).",
+			evidence(events(Trigger, trig), events(Response, a.handshake[0]))...)
 	default:
 		t.Observe("answer", "The server dropped the padding-only Initial.", events(Trigger, trig)...)
 	}
@@ -537,11 +630,28 @@ func runHSHandshakeDoneNotEarly(ctx context.Context, t *T) {
 		if fin != nil {
 			evs = append(evs, events(Context, fin)...)
 		}
-		t.Fail("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE while the tester was still holding back its Finished (%v hold); it cannot have completed the handshake.", hold.Round(time.Millisecond)), evs...)
+		t.Fail(
+			"not-early",
+			req,
+			fmt.Sprintf(
+				"The server sent HANDSHAKE_DONE while the tester was still holding back its Finished (%v hold); it cannot have completed the handshake.",
+				hold.Round(time.Millisecond),
+			),
+			evs...)
 	case hd != nil:
-		t.Pass("not-early", req, fmt.Sprintf("The server sent HANDSHAKE_DONE %v after the tester's Finished, which the tester held back for %v.", hd.at.Sub(fin.at).Round(time.Microsecond), hold.Round(time.Millisecond)), evidence(events(Context, fin), events(Response, hd))...)
+		t.Pass(
+			"not-early",
+			req,
+			fmt.Sprintf(
+				"The server sent HANDSHAKE_DONE %v after the tester's Finished, which the tester held back for %v.",
+				hd.at.Sub(fin.at).Round(time.Microsecond),
+				hold.Round(time.Millisecond),
+			),
+			evidence(events(Context, fin), events(Response, hd))...)
 	case fin == nil:
-		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
+		t.Inconclusive(
+			fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err),
+			events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
 	default:
 		t.Inconclusive(fmt.Sprintf("The server sent no HANDSHAKE_DONE after the tester's Finished: %v.", err), events(Context, fin)...)
 	}
@@ -558,7 +668,9 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 		return false
 	}
 	if err := rc.Handshake(ctx, t.Settle()+2*time.Second); err != nil || withheld == nil {
-		t.Inconclusive(fmt.Sprintf("The tester's handshake did not complete with a HANDSHAKE_DONE: %v.", err), events(Context, lastN(received(t.rec.snapshot(), rc.trace.id, 0), 3)...)...)
+		t.Inconclusive(
+			fmt.Sprintf("The tester's handshake did not complete with a HANDSHAKE_DONE: %v.", err),
+			events(Context, lastN(received(t.rec.snapshot(), rc.trace.id, 0), 3)...)...)
 	}
 	repeated := func(ps []*packet) *packet {
 		for _, p := range received(ps, rc.trace.id, 0) {
@@ -582,7 +694,15 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
 	if r := repeated(ps); r != nil {
-		t.Pass("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE; the server sent the frame again in packet %d, %v later.", withheld.pn, r.pn, r.at.Sub(withheld.at).Round(time.Millisecond)),
+		t.Pass(
+			"retransmitted",
+			req,
+			fmt.Sprintf(
+				"The tester never acknowledged packet %d, which carried HANDSHAKE_DONE; the server sent the frame again in packet %d, %v later.",
+				withheld.pn,
+				r.pn,
+				r.at.Sub(withheld.at).Round(time.Millisecond),
+			),
 			evidence(events(Trigger, withheld), events(Response, r))...)
 		return
 	}
@@ -593,9 +713,19 @@ func runHSHandshakeDoneRetransmitted(ctx context.Context, t *T) {
 		}
 	}
 	if len(later) == 0 {
-		t.Inconclusive(fmt.Sprintf("The server sent nothing after the packet carrying HANDSHAKE_DONE within %v.", t.Settle().Round(time.Millisecond)), events(Trigger, withheld)...)
+		t.Inconclusive(
+			fmt.Sprintf("The server sent nothing after the packet carrying HANDSHAKE_DONE within %v.", t.Settle().Round(time.Millisecond)),
+			events(Trigger, withheld)...)
 	}
-	t.Fail("retransmitted", req, fmt.Sprintf("The tester never acknowledged packet %d, which carried HANDSHAKE_DONE, but acknowledged the server's later packets; over %v the server sent %d more 1-RTT packets and never repeated HANDSHAKE_DONE.", withheld.pn, t.Settle().Round(time.Millisecond), len(later)),
+	t.Fail(
+		"retransmitted",
+		req,
+		fmt.Sprintf(
+			"The tester never acknowledged packet %d, which carried HANDSHAKE_DONE, but acknowledged the server's later packets; over %v the server sent %d more 1-RTT packets and never repeated HANDSHAKE_DONE.",
+			withheld.pn,
+			t.Settle().Round(time.Millisecond),
+			len(later),
+		),
 		evidence(events(Trigger, withheld), events(Response, lastN(later, 3)...))...)
 }
 
@@ -655,13 +785,41 @@ func runHSInitialSCIDChange(ctx context.Context, t *T) {
 	trig := events(Trigger, badPkt, goodPkt)
 	switch {
 	case j.ackedBad != nil:
-		t.Fail("discard", req, fmt.Sprintf("The server acknowledged Initial packet %d, whose Source Connection ID %x differs from the first Initial's %x; it must discard it.", badPN, newSCID, rc.SCID), append(trig, events(Response, j.ackedBad)...)...)
+		t.Fail(
+			"discard",
+			req,
+			fmt.Sprintf(
+				"The server acknowledged Initial packet %d, whose Source Connection ID %x differs from the first Initial's %x; it must discard it.",
+				badPN,
+				newSCID,
+				rc.SCID,
+			),
+			append(trig, events(Response, j.ackedBad)...)...)
 	case j.switched != nil:
-		t.Fail("discard", req, fmt.Sprintf("After an Initial with the Source Connection ID %x, the server sent to that ID instead of the first Initial's %x.", newSCID, rc.SCID), append(trig, events(Response, j.switched)...)...)
+		t.Fail(
+			"discard",
+			req,
+			fmt.Sprintf("After an Initial with the Source Connection ID %x, the server sent to that ID instead of the first Initial's %x.", newSCID, rc.SCID),
+			append(trig, events(Response, j.switched)...)...)
 	case j.ackedGood != nil:
-		t.Pass("discard", req, fmt.Sprintf("The server acknowledged the tester's later Initial %d but not Initial %d with the changed Source Connection ID, and kept sending to the original ID.", goodPN, badPN), append(trig, events(Response, j.ackedGood)...)...)
+		t.Pass(
+			"discard",
+			req,
+			fmt.Sprintf(
+				"The server acknowledged the tester's later Initial %d but not Initial %d with the changed Source Connection ID, and kept sending to the original ID.",
+				goodPN,
+				badPN,
+			),
+			append(trig, events(Response, j.ackedGood)...)...)
 	case rc.Confirmed:
-		t.Pass("discard", req, fmt.Sprintf("The server never acknowledged Initial %d with the changed Source Connection ID, kept sending to the original ID and completed the handshake.", badPN), trig...)
+		t.Pass(
+			"discard",
+			req,
+			fmt.Sprintf(
+				"The server never acknowledged Initial %d with the changed Source Connection ID, kept sending to the original ID and completed the handshake.",
+				badPN,
+			),
+			trig...)
 	default:
 		t.Inconclusive("The server acknowledged neither of the tester's later Initial packets and the handshake did not complete.", trig...)
 	}
@@ -738,9 +896,19 @@ func (t *T) reportReassembly(r reassembly, flight []*packet, chLen int, err erro
 	case r.completed:
 		t.Pass("reassembly", req, fmt.Sprintf("The server reassembled %s and completed the handshake.", what), events(Trigger, flight...)...)
 	case len(r.unacked) == 0 && len(flight) > 0 && !r.answered:
-		t.Fail("reassembly", req, fmt.Sprintf("The server acknowledged all of %s but sent no handshake within %v: it dropped out-of-order CRYPTO data instead of buffering it.", what, t.Settle().Round(time.Millisecond)), events(Trigger, flight...)...)
+		t.Fail(
+			"reassembly",
+			req,
+			fmt.Sprintf(
+				"The server acknowledged all of %s but sent no handshake within %v: it dropped out-of-order CRYPTO data instead of buffering it.",
+				what,
+				t.Settle().Round(time.Millisecond),
+			),
+			events(Trigger, flight...)...)
 	default:
-		t.Inconclusive(fmt.Sprintf("The handshake after %s did not complete (%v), and the server did not acknowledge every packet of it.", what, err), evidence(events(Trigger, flight...), events(Context, lastN(answers, 4)...))...)
+		t.Inconclusive(
+			fmt.Sprintf("The handshake after %s did not complete (%v), and the server did not acknowledge every packet of it.", what, err),
+			evidence(events(Trigger, flight...), events(Context, lastN(answers, 4)...))...)
 	}
 }
 
@@ -777,7 +945,10 @@ func runClientHelloMultiDatagram(ctx context.Context, t *T) {
 	retried := rc.RetrySCID != nil
 	t.Fact("retry.large-clienthello", retried)
 	if r.completed {
-		t.Observe("retry", map[bool]string{true: "The server answered the large ClientHello with a Retry first, which §4.3 allows.", false: "The server answered the large ClientHello without a Retry."}[retried])
+		t.Observe(
+			"retry",
+			map[bool]string{true: "The server answered the large ClientHello with a Retry first, which §4.3 allows.", false: "The server answered the large ClientHello without a Retry."}[retried],
+		)
 	}
 }
 
@@ -840,7 +1011,9 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 		}
 	}
 	if hsPkt == nil || appPkt == nil || req == nil {
-		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's second flight: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
+		t.Inconclusive(
+			fmt.Sprintf("The handshake did not reach the tester's second flight: %v.", err),
+			events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
 	}
 	var body []byte
 	answered := false
@@ -872,21 +1045,65 @@ func runHSCoalescedClientFlight(ctx context.Context, t *T) {
 	trig := events(Trigger, hsPkt, appPkt)
 	switch {
 	case c.hsLost:
-		t.Fail("handshake-packet", reqProcess, fmt.Sprintf("The server never processed the Handshake packet %d (the Finished) of the coalesced datagram, but acknowledged the tester's later Handshake packet %d sent alone.", hsPkt.pn, hsLater.pn), append(trig, events(Response, c.laterAck)...)...)
+		t.Fail(
+			"handshake-packet",
+			reqProcess,
+			fmt.Sprintf(
+				"The server never processed the Handshake packet %d (the Finished) of the coalesced datagram, but acknowledged the tester's later Handshake packet %d sent alone.",
+				hsPkt.pn,
+				hsLater.pn,
+			),
+			append(trig, events(Response, c.laterAck)...)...)
 	case c.hsDone:
-		t.Pass("handshake-packet", reqProcess, fmt.Sprintf("The server processed the Handshake packet of the coalesced datagram (%s).", map[bool]string{true: "it acknowledged it", false: "it completed the handshake"}[c.hsAck != nil]), append(trig, events(Response, c.hsAck)...)...)
+		t.Pass(
+			"handshake-packet",
+			reqProcess,
+			fmt.Sprintf(
+				"The server processed the Handshake packet of the coalesced datagram (%s).",
+				map[bool]string{true: "it acknowledged it", false: "it completed the handshake"}[c.hsAck != nil],
+			),
+			append(trig, events(Response, c.hsAck)...)...)
 	default:
-		t.Check("handshake-packet", Inconclusive, reqProcess, fmt.Sprintf("The server neither acknowledged the Handshake packet of the coalesced datagram nor completed the handshake: %v.", err), trig...)
+		t.Check(
+			"handshake-packet",
+			Inconclusive,
+			reqProcess,
+			fmt.Sprintf("The server neither acknowledged the Handshake packet of the coalesced datagram nor completed the handshake: %v.", err),
+			trig...)
 	}
 	switch {
 	case c.appLost:
-		t.Fail("1rtt-packet", reqAck, fmt.Sprintf("The server never acknowledged the 1-RTT packet %d of the coalesced datagram nor answered its request, but acknowledged the tester's later 1-RTT packet %d sent alone.", appPkt.pn, appLater.pn), append(trig, events(Response, c.laterAck)...)...)
+		t.Fail(
+			"1rtt-packet",
+			reqAck,
+			fmt.Sprintf(
+				"The server never acknowledged the 1-RTT packet %d of the coalesced datagram nor answered its request, but acknowledged the tester's later 1-RTT packet %d sent alone.",
+				appPkt.pn,
+				appLater.pn,
+			),
+			append(trig, events(Response, c.laterAck)...)...)
 	case c.appAck != nil:
-		t.Pass("1rtt-packet", reqAck, fmt.Sprintf("The server acknowledged the 1-RTT packet of the coalesced datagram in a 1-RTT ACK%s.", map[bool]string{true: fmt.Sprintf(" and answered its request (%d bytes)", len(body)), false: ""}[answered]), append(trig, events(Response, c.appAck)...)...)
+		t.Pass(
+			"1rtt-packet",
+			reqAck,
+			fmt.Sprintf(
+				"The server acknowledged the 1-RTT packet of the coalesced datagram in a 1-RTT ACK%s.",
+				map[bool]string{true: fmt.Sprintf(" and answered its request (%d bytes)", len(body)), false: ""}[answered],
+			),
+			append(trig, events(Response, c.appAck)...)...)
 	case c.appDone:
-		t.Pass("1rtt-packet", reqAck, fmt.Sprintf("The server answered the request carried in the 1-RTT packet of the coalesced datagram (%d bytes).", len(body)), trig...)
+		t.Pass(
+			"1rtt-packet",
+			reqAck,
+			fmt.Sprintf("The server answered the request carried in the 1-RTT packet of the coalesced datagram (%d bytes).", len(body)),
+			trig...)
 	default:
-		t.Check("1rtt-packet", Inconclusive, reqAck, fmt.Sprintf("The server neither acknowledged nor answered the 1-RTT packet of the coalesced datagram: %v.", err), trig...)
+		t.Check(
+			"1rtt-packet",
+			Inconclusive,
+			reqAck,
+			fmt.Sprintf("The server neither acknowledged nor answered the 1-RTT packet of the coalesced datagram: %v.", err),
+			trig...)
 	}
 }
 
@@ -901,8 +1118,16 @@ func init() {
 		ID: "hs-initial-too-small", Title: "First Initial in a 1100-byte datagram", Family: "A",
 		Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("14.1", Must, "A server MUST discard an Initial packet that is carried in a UDP datagram with a payload that is smaller than the smallest allowed maximum datagram size of 1200 bytes."),
-			rfc9000("14.1", May, "A server MAY also immediately close the connection by sending a CONNECTION_CLOSE frame with an error code of PROTOCOL_VIOLATION"),
+			rfc9000(
+				"14.1",
+				Must,
+				"A server MUST discard an Initial packet that is carried in a UDP datagram with a payload that is smaller than the smallest allowed maximum datagram size of 1200 bytes.",
+			),
+			rfc9000(
+				"14.1",
+				May,
+				"A server MAY also immediately close the connection by sending a CONNECTION_CLOSE frame with an error code of PROTOCOL_VIOLATION",
+			),
 		},
 		Run: runHSInitialTooSmall,
 	})
@@ -938,8 +1163,16 @@ func init() {
 		ID: "hs-cid-authentication", Title: "Connection ID authentication transport parameters", Family: "A",
 		Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("7.3", Must, "The values provided by a peer for these transport parameters MUST match the values that an endpoint used in the Destination and Source Connection ID fields"),
-			rfc9000("7.3", Must, "An endpoint MUST treat the absence of the initial_source_connection_id transport parameter from either endpoint or the absence of the original_destination_connection_id transport parameter from the server as a connection error"),
+			rfc9000(
+				"7.3",
+				Must,
+				"The values provided by a peer for these transport parameters MUST match the values that an endpoint used in the Destination and Source Connection ID fields",
+			),
+			rfc9000(
+				"7.3",
+				Must,
+				"An endpoint MUST treat the absence of the initial_source_connection_id transport parameter from either endpoint or the absence of the original_destination_connection_id transport parameter from the server as a connection error",
+			),
 		},
 		Run: runHSCIDAuthentication,
 	})
@@ -965,27 +1198,45 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "hs-client-tp-server-only", Title: "Client sends server-only transport parameters", Family: "A",
-		Needs:        []string{NeedApp},
-		Requirements: []Requirement{rfc9000("18.2", Must, "A server MUST treat receipt of any of these transport parameters as a connection error of type TRANSPORT_PARAMETER_ERROR.")},
-		Run:          runHSClientTPServerOnly,
+		Needs: []string{NeedApp},
+		Requirements: []Requirement{
+			rfc9000("18.2", Must, "A server MUST treat receipt of any of these transport parameters as a connection error of type TRANSPORT_PARAMETER_ERROR."),
+		},
+		Run: runHSClientTPServerOnly,
 	})
 	Register(&Scenario{
 		ID: "hs-client-tp-duplicate", Title: "Client sends initial_max_data twice", Family: "A",
-		Needs:        []string{NeedApp},
-		Requirements: []Requirement{rfc9000("7.4", Should, "An endpoint SHOULD treat receipt of duplicate transport parameters as a connection error of type TRANSPORT_PARAMETER_ERROR.")},
-		Run:          runHSClientTPDuplicate,
+		Needs: []string{NeedApp},
+		Requirements: []Requirement{
+			rfc9000(
+				"7.4",
+				Should,
+				"An endpoint SHOULD treat receipt of duplicate transport parameters as a connection error of type TRANSPORT_PARAMETER_ERROR.",
+			),
+		},
+		Run: runHSClientTPDuplicate,
 	})
 	Register(&Scenario{
 		ID: "hs-client-tp-streams-over-limit", Title: "initial_max_streams above 2^60", Family: "A",
-		Needs:        []string{NeedApp},
-		Requirements: []Requirement{rfc9000("4.6", Must, "the connection MUST be closed immediately with a connection error of type TRANSPORT_PARAMETER_ERROR if the offending value was received in a transport parameter")},
-		Run:          runHSClientTPStreamsOverLimit,
+		Needs: []string{NeedApp},
+		Requirements: []Requirement{
+			rfc9000(
+				"4.6",
+				Must,
+				"the connection MUST be closed immediately with a connection error of type TRANSPORT_PARAMETER_ERROR if the offending value was received in a transport parameter",
+			),
+		},
+		Run: runHSClientTPStreamsOverLimit,
 	})
 	Register(&Scenario{
 		ID: "hs-stray-handshake-packet", Title: "Handshake packet before any Initial", Family: "A",
 		Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("5.2.2", Should, "Clients are not able to send Handshake packets prior to receiving a server response, so servers SHOULD ignore any such packets."),
+			rfc9000(
+				"5.2.2",
+				Should,
+				"Clients are not able to send Handshake packets prior to receiving a server response, so servers SHOULD ignore any such packets.",
+			),
 			rfc9000("10.3", May, "An endpoint MAY send a Stateless Reset in response to a packet with a long header."),
 		},
 		Run: runHSStrayHandshake,

@@ -271,7 +271,12 @@ func TestJudgeCoalesced(t *testing.T) {
 func TestS3HS0RTT(t *testing.T) {
 	addr := startQuiver(t)
 	// Discovery, not a fixed ALPN: the rejection needs both protocols.
-	rep := runSuite(t, Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile}, []string{"tls-0rtt-rejected-not-processed", "tls-0rtt-keys-discarded"}, nil)
+	rep := runSuite(
+		t,
+		Target{Name: "quiver", Address: addr, SmallPath: "/" + smallFile},
+		[]string{"tls-0rtt-rejected-not-processed", "tls-0rtt-keys-discarded"},
+		nil,
+	)
 	for _, id := range []string{"tls-0rtt-rejected-not-processed", "tls-0rtt-keys-discarded"} {
 		if v, s := verdictOf(rep, id); v != Pass {
 			t.Errorf("%s against quiver: %s (%s), want pass", id, v, s)

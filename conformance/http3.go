@@ -41,18 +41,38 @@ func judgeMalformed(v *h3Seen, id uint64, what string) judged {
 	fa, code, streamErr := v.streamError(id)
 	switch {
 	case r.status >= 200 && r.status < 300:
-		return judged{Fail, fmt.Sprintf("The server answered %s with status %d; it must treat the request as malformed (a stream error H3_MESSAGE_ERROR).", what, r.status), v.carried[id][:1], 0}
+		return judged{
+			Fail,
+			fmt.Sprintf("The server answered %s with status %d; it must treat the request as malformed (a stream error H3_MESSAGE_ERROR).", what, r.status),
+			v.carried[id][:1],
+			0,
+		}
 	case r.status >= 400 && r.status < 500 && (r.complete || streamErr):
 		return judged{Pass, fmt.Sprintf("The server answered %s with status %d and ended the stream.", what, r.status), v.carried[id], 0}
 	}
 	if streamErr && code != uint64(h3.ErrCodeNoError) {
-		return judged{Warn, fmt.Sprintf("The server aborted %s with %s instead of H3_MESSAGE_ERROR; use the specific code.", what, frameString(fa.f)), []*packet{fa.p}, reqCode}
+		return judged{
+			Warn,
+			fmt.Sprintf("The server aborted %s with %s instead of H3_MESSAGE_ERROR; use the specific code.", what, frameString(fa.f)),
+			[]*packet{fa.p},
+			reqCode,
+		}
 	}
 	if cc := v.closeOf(); cc != nil {
-		return judged{Warn, fmt.Sprintf("The server closed the connection after %s, but with %s instead of the stream error H3_MESSAGE_ERROR.", what, closeCode(cc)), []*packet{v.close}, reqCode}
+		return judged{
+			Warn,
+			fmt.Sprintf("The server closed the connection after %s, but with %s instead of the stream error H3_MESSAGE_ERROR.", what, closeCode(cc)),
+			[]*packet{v.close},
+			reqCode,
+		}
 	}
 	if r.status != 0 {
-		return judged{Inconclusive, fmt.Sprintf("The server answered %s with status %d, neither 2xx nor a 4xx that ends the stream.", what, r.status), v.carried[id], 0}
+		return judged{
+			Inconclusive,
+			fmt.Sprintf("The server answered %s with status %d, neither 2xx nor a 4xx that ends the stream.", what, r.status),
+			v.carried[id],
+			0,
+		}
 	}
 	return judged{Inconclusive, fmt.Sprintf("The server showed no reaction to %s: no response, no stream error, no close.", what), nil, 0}
 }
@@ -68,7 +88,16 @@ func judgeContentLength(v *h3Seen, id uint64, what string) judged {
 	r := v.response(id)
 	switch {
 	case j.v == Fail:
-		return judged{Observed, fmt.Sprintf("The server answered %s with status %d: it did not detect the mismatch, which RFC 9114 §4.1.2 does not require (the stream error is a MUST only for malformed requests \"that are detected\").", what, r.status), j.ps, 0}
+		return judged{
+			Observed,
+			fmt.Sprintf(
+				"The server answered %s with status %d: it did not detect the mismatch, which RFC 9114 §4.1.2 does not require (the stream error is a MUST only for malformed requests \"that are detected\").",
+				what,
+				r.status,
+			),
+			j.ps,
+			0,
+		}
 	case j.v == Inconclusive && r.status >= 400 && r.status < 500:
 		return judged{Pass, fmt.Sprintf("The server answered %s with status %d.", what, r.status), v.carried[id], 0}
 	}
@@ -81,7 +110,12 @@ func judgeControlStream(v *h3Seen) judged {
 	ids := v.uniStreams()[0x00]
 	switch len(ids) {
 	case 0:
-		return judged{Fail, "The server answered the request but opened no control stream; it must open one at the beginning of the connection and send SETTINGS first on it.", nil, 0}
+		return judged{
+			Fail,
+			"The server answered the request but opened no control stream; it must open one at the beginning of the connection and send SETTINGS first on it.",
+			nil,
+			0,
+		}
 	case 1:
 	default:
 		return judged{Fail, fmt.Sprintf("The server opened %d control streams (streams %v); only one is permitted.", len(ids), ids), v.carried[ids[1]][:1], 0}
@@ -112,7 +146,16 @@ func judgeResponseEnds(v *h3Seen, id uint64) judged {
 		return judged{Pass, fmt.Sprintf("The server answered with HEADERS (status %d), %d bytes of DATA, and ended the stream.", r.status, r.dataBytes), ps, 1}
 	case r.status >= 200 && v.close == nil:
 		if _, _, reset := v.streamError(id); !reset {
-			return judged{Fail, fmt.Sprintf("The server sent a final response (status %d, %d bytes of DATA so far) but never ended the stream within the window.", r.status, r.dataBytes), ps, 1}
+			return judged{
+				Fail,
+				fmt.Sprintf(
+					"The server sent a final response (status %d, %d bytes of DATA so far) but never ended the stream within the window.",
+					r.status,
+					r.dataBytes,
+				),
+				ps,
+				1,
+			}
 		}
 	}
 	return judged{Inconclusive, "The server did not answer the request with a complete response.", ps, 1}
@@ -144,7 +187,10 @@ type malformedVariant struct {
 func registerMalformed(id, title string, req Requirement, vs ...malformedVariant) {
 	reqs := []Requirement{req}
 	if req.Keyword == Descriptive {
-		reqs = []Requirement{rfc9114("4.1.2", Must, "Malformed requests or responses that are detected MUST be treated as a stream error of type H3_MESSAGE_ERROR."), req}
+		reqs = []Requirement{
+			rfc9114("4.1.2", Must, "Malformed requests or responses that are detected MUST be treated as a stream error of type H3_MESSAGE_ERROR."),
+			req,
+		}
 	} else {
 		reqs = append(reqs, rfc9114("4.1.2", Must, "Malformed requests or responses that are detected MUST be treated as a stream error of type H3_MESSAGE_ERROR."))
 	}
@@ -170,12 +216,26 @@ func registerMalformed(id, title string, req Requirement, vs ...malformedVariant
 func judgeUniLimit(streams, credit uint64) []namedJudgement {
 	var out []namedJudgement
 	if streams < 3 {
-		out = append(out, namedJudgement{"streams", judged{Fail, fmt.Sprintf("The server's initial_max_streams_uni is %d: the client cannot open its control, QPACK encoder and decoder streams.", streams), nil, 0}})
+		out = append(
+			out,
+			namedJudgement{
+				"streams",
+				judged{
+					Fail,
+					fmt.Sprintf("The server's initial_max_streams_uni is %d: the client cannot open its control, QPACK encoder and decoder streams.", streams),
+					nil,
+					0,
+				},
+			},
+		)
 	} else {
 		out = append(out, namedJudgement{"streams", judged{Pass, fmt.Sprintf("The server's initial_max_streams_uni is %d.", streams), nil, 0}})
 	}
 	if credit < 1024 {
-		out = append(out, namedJudgement{"credit", judged{Warn, fmt.Sprintf("The server's initial_max_stream_data_uni is %d bytes, below 1,024.", credit), nil, 1}})
+		out = append(
+			out,
+			namedJudgement{"credit", judged{Warn, fmt.Sprintf("The server's initial_max_stream_data_uni is %d bytes, below 1,024.", credit), nil, 1}},
+		)
 	} else {
 		out = append(out, namedJudgement{"credit", judged{Pass, fmt.Sprintf("The server's initial_max_stream_data_uni is %d bytes.", credit), nil, 1}})
 	}
@@ -203,7 +263,12 @@ func judgeNoPush(v *h3Seen, ids []uint64) judged {
 	for _, id := range ids {
 		r := v.response(id)
 		if slices.Contains(r.frames, 0x05) {
-			return judged{Fail, fmt.Sprintf("The server sent PUSH_PROMISE on request stream %d although the tester never sent MAX_PUSH_ID.", id), v.carried[id], 0}
+			return judged{
+				Fail,
+				fmt.Sprintf("The server sent PUSH_PROMISE on request stream %d although the tester never sent MAX_PUSH_ID.", id),
+				v.carried[id],
+				0,
+			}
 		}
 		if r.headers {
 			answered++
@@ -221,24 +286,55 @@ func isReservedH3(v uint64) bool { return v >= 0x21 && (v-0x21)%0x1f == 0 }
 
 func init() {
 	goaway := rawquic.H3Frame(0x07, wire.AppendVarint(nil, 0))
-	registerH3("h3-missing-settings", "Control stream starts without SETTINGS",
-		rfc9114("6.2.1", Must, "If the first frame of the control stream is any other frame type, this MUST be treated as a connection error of type H3_MISSING_SETTINGS."),
-		h3.ErrCodeMissingSettings, "a control stream whose first frame is GOAWAY",
-		controlVariant("goaway-first", goaway))
-	registerH3("h3-second-settings", "Second SETTINGS frame",
-		rfc9114("7.2.4", Must, "If an endpoint receives a second SETTINGS frame on the control stream, the endpoint MUST respond with a connection error of type H3_FRAME_UNEXPECTED."),
-		h3.ErrCodeFrameUnexpected, "a second SETTINGS frame on the control stream",
-		controlVariant("two-settings", cat(settingsFrame(), settingsFrame())))
-	registerH3("h3-second-control-stream", "Second control stream",
-		rfc9114("6.2.1", Must, "Only one control stream per peer is permitted; receipt of a second stream claiming to be a control stream MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR."),
-		h3.ErrCodeStreamCreationError, "a second control stream",
+	registerH3(
+		"h3-missing-settings",
+		"Control stream starts without SETTINGS",
+		rfc9114(
+			"6.2.1",
+			Must,
+			"If the first frame of the control stream is any other frame type, this MUST be treated as a connection error of type H3_MISSING_SETTINGS.",
+		),
+		h3.ErrCodeMissingSettings,
+		"a control stream whose first frame is GOAWAY",
+		controlVariant("goaway-first", goaway),
+	)
+	registerH3(
+		"h3-second-settings",
+		"Second SETTINGS frame",
+		rfc9114(
+			"7.2.4",
+			Must,
+			"If an endpoint receives a second SETTINGS frame on the control stream, the endpoint MUST respond with a connection error of type H3_FRAME_UNEXPECTED.",
+		),
+		h3.ErrCodeFrameUnexpected,
+		"a second SETTINGS frame on the control stream",
+		controlVariant("two-settings", cat(settingsFrame(), settingsFrame())),
+	)
+	registerH3(
+		"h3-second-control-stream",
+		"Second control stream",
+		rfc9114(
+			"6.2.1",
+			Must,
+			"Only one control stream per peer is permitted; receipt of a second stream claiming to be a control stream MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR.",
+		),
+		h3.ErrCodeStreamCreationError,
+		"a second control stream",
 		variant{name: "two-control-streams", trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
-		}})
-	registerH3("h3-control-stream-closed", "Client control stream closed",
-		rfc9114("6.2.1", Must, "If either control stream is closed at any point, this MUST be treated as a connection error of type H3_CLOSED_CRITICAL_STREAM."),
-		h3.ErrCodeClosedCriticalStream, "the end of the client's control stream",
+		}},
+	)
+	registerH3(
+		"h3-control-stream-closed",
+		"Client control stream closed",
+		rfc9114(
+			"6.2.1",
+			Must,
+			"If either control stream is closed at any point, this MUST be treated as a connection error of type H3_CLOSED_CRITICAL_STREAM.",
+		),
+		h3.ErrCodeClosedCriticalStream,
+		"the end of the client's control stream",
 		variant{name: "fin", trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), true)
 		}},
@@ -253,11 +349,20 @@ func init() {
 			// (RFC 9114 §6.2), which would prove nothing.
 			t.waitStreamAcked(ctx, c, uint64(s.ID()))
 			s.Reset(0x100)
-		}})
-	registerH3("h3-data-on-control-stream", "DATA frame on the control stream",
-		rfc9114("7.2.1", Must, "If a DATA frame is received on a control stream, the recipient MUST respond with a connection error of type H3_FRAME_UNEXPECTED."),
-		h3.ErrCodeFrameUnexpected, "a DATA frame on the control stream",
-		controlVariant("data", cat(settingsFrame(), rawquic.H3Frame(0x00, []byte("x")))))
+		}},
+	)
+	registerH3(
+		"h3-data-on-control-stream",
+		"DATA frame on the control stream",
+		rfc9114(
+			"7.2.1",
+			Must,
+			"If a DATA frame is received on a control stream, the recipient MUST respond with a connection error of type H3_FRAME_UNEXPECTED.",
+		),
+		h3.ErrCodeFrameUnexpected,
+		"a DATA frame on the control stream",
+		controlVariant("data", cat(settingsFrame(), rawquic.H3Frame(0x00, []byte("x")))),
+	)
 	var settingsVariants, frameVariants []variant
 	for _, id := range []uint64{0x02, 0x03, 0x04, 0x05} {
 		settingsVariants = append(settingsVariants, controlVariant(fmt.Sprintf("setting 0x%02x", id), settingsFrame(id, 0)))
@@ -265,58 +370,124 @@ func init() {
 	for _, ft := range []uint64{0x06, 0x02, 0x08, 0x09} {
 		frameVariants = append(frameVariants, controlVariant(fmt.Sprintf("frame 0x%02x", ft), cat(settingsFrame(), rawquic.H3Frame(ft, make([]byte, 8)))))
 	}
-	registerH3("h3-http2-settings-rejected", "HTTP/2-only setting identifiers",
-		rfc9114("7.2.4.1", Must, "These reserved settings MUST NOT be sent, and their receipt MUST be treated as a connection error of type H3_SETTINGS_ERROR."),
-		h3.ErrCodeSettingsError, "an HTTP/2-only setting in SETTINGS", settingsVariants...)
+	registerH3(
+		"h3-http2-settings-rejected",
+		"HTTP/2-only setting identifiers",
+		rfc9114(
+			"7.2.4.1",
+			Must,
+			"These reserved settings MUST NOT be sent, and their receipt MUST be treated as a connection error of type H3_SETTINGS_ERROR.",
+		),
+		h3.ErrCodeSettingsError,
+		"an HTTP/2-only setting in SETTINGS",
+		settingsVariants...)
 	registerH3("h3-http2-frame-rejected", "HTTP/2-only frame types",
 		rfc9114("7.2.8", Must, "These frame types MUST NOT be sent, and their receipt MUST be treated as a connection error of type H3_FRAME_UNEXPECTED."),
 		h3.ErrCodeFrameUnexpected, "an HTTP/2-only frame type on the control stream", frameVariants...)
-	registerH3("h3-push-stream-from-client", "Push stream opened by a client",
-		rfc9114("6.2.2", Must, "Only servers can push; if a server receives a client-initiated push stream, this MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR."),
-		h3.ErrCodeStreamCreationError, "a client-initiated push stream",
+	registerH3(
+		"h3-push-stream-from-client",
+		"Push stream opened by a client",
+		rfc9114(
+			"6.2.2",
+			Must,
+			"Only servers can push; if a server receives a client-initiated push stream, this MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR.",
+		),
+		h3.ErrCodeStreamCreationError,
+		"a client-initiated push stream",
 		variant{name: "push", trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			uniStream(ctx, t, c, []byte{0x01, 0x00}, false)
-		}})
-	registerH3("h3-max-push-id-decrease", "MAX_PUSH_ID decreases",
-		rfc9114("7.2.7", Must, "receipt of a MAX_PUSH_ID frame that contains a smaller value than previously received MUST be treated as a connection error of type H3_ID_ERROR."),
-		h3.ErrCodeIDError, "MAX_PUSH_ID 10 followed by MAX_PUSH_ID 5",
-		controlVariant("decrease", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x0d, []byte{5}))))
-	registerH3("h3-cancel-push-unknown", "CANCEL_PUSH for a push never promised",
-		rfc9114("7.2.3", Must, "a CANCEL_PUSH frame for a push ID that has not yet been mentioned by a PUSH_PROMISE frame, this MUST be treated as a connection error of type H3_ID_ERROR."),
-		h3.ErrCodeIDError, "CANCEL_PUSH for push ID 3 after MAX_PUSH_ID 10",
-		controlVariant("cancel", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x03, []byte{3}))))
-	registerH3("h3-frame-extra-bytes", "Frame payload longer than its fields",
-		rfc9114("7.1", Must, "A frame payload that contains additional bytes after the identified fields … MUST be treated as a connection error of type H3_FRAME_ERROR."),
-		h3.ErrCodeFrameError, "a MAX_PUSH_ID frame with two bytes after its push ID",
-		controlVariant("extra", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{1, 0, 0}))))
+		}},
+	)
+	registerH3(
+		"h3-max-push-id-decrease",
+		"MAX_PUSH_ID decreases",
+		rfc9114(
+			"7.2.7",
+			Must,
+			"receipt of a MAX_PUSH_ID frame that contains a smaller value than previously received MUST be treated as a connection error of type H3_ID_ERROR.",
+		),
+		h3.ErrCodeIDError,
+		"MAX_PUSH_ID 10 followed by MAX_PUSH_ID 5",
+		controlVariant("decrease", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x0d, []byte{5}))),
+	)
+	registerH3(
+		"h3-cancel-push-unknown",
+		"CANCEL_PUSH for a push never promised",
+		rfc9114(
+			"7.2.3",
+			Must,
+			"a CANCEL_PUSH frame for a push ID that has not yet been mentioned by a PUSH_PROMISE frame, this MUST be treated as a connection error of type H3_ID_ERROR.",
+		),
+		h3.ErrCodeIDError,
+		"CANCEL_PUSH for push ID 3 after MAX_PUSH_ID 10",
+		controlVariant("cancel", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{10}), rawquic.H3Frame(0x03, []byte{3}))),
+	)
+	registerH3(
+		"h3-frame-extra-bytes",
+		"Frame payload longer than its fields",
+		rfc9114(
+			"7.1",
+			Must,
+			"A frame payload that contains additional bytes after the identified fields … MUST be treated as a connection error of type H3_FRAME_ERROR.",
+		),
+		h3.ErrCodeFrameError,
+		"a MAX_PUSH_ID frame with two bytes after its push ID",
+		controlVariant("extra", cat(settingsFrame(), rawquic.H3Frame(0x0d, []byte{1, 0, 0}))),
+	)
 	withControl := func(name string, req []byte) variant {
 		return variant{name: name, trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			bidiStream(ctx, t, c, req)
 		}}
 	}
-	registerH3("h3-settings-on-request-stream", "SETTINGS on a request stream",
-		rfc9114("7.2.4", Must, "If an endpoint receives a SETTINGS frame on a different stream, the endpoint MUST respond with a connection error of type H3_FRAME_UNEXPECTED."),
-		h3.ErrCodeFrameUnexpected, "a SETTINGS frame on a request stream", withControl("settings", settingsFrame()))
+	registerH3(
+		"h3-settings-on-request-stream",
+		"SETTINGS on a request stream",
+		rfc9114(
+			"7.2.4",
+			Must,
+			"If an endpoint receives a SETTINGS frame on a different stream, the endpoint MUST respond with a connection error of type H3_FRAME_UNEXPECTED.",
+		),
+		h3.ErrCodeFrameUnexpected,
+		"a SETTINGS frame on a request stream",
+		withControl("settings", settingsFrame()),
+	)
 	registerH3("h3-frame-sequence-invalid", "DATA before HEADERS",
 		rfc9114("4.1", Must, "Receipt of an invalid sequence of frames MUST be treated as a connection error of type H3_FRAME_UNEXPECTED."),
 		h3.ErrCodeFrameUnexpected, "a DATA frame before any HEADERS on a request stream", withControl("data-first", rawquic.H3Frame(0x00, []byte("hello"))))
 	registerH3("h3-push-promise-from-client", "PUSH_PROMISE from a client",
 		rfc9114("7.2.5", Must, "A server MUST treat the receipt of a PUSH_PROMISE frame as a connection error of type H3_FRAME_UNEXPECTED."),
 		h3.ErrCodeFrameUnexpected, "a PUSH_PROMISE frame on a request stream", withControl("push-promise", rawquic.H3Frame(0x05, []byte{0, 0, 0})))
-	registerH3("h3-frame-truncated", "Truncated HEADERS frame",
-		rfc9114("7.1", Must, "When a stream terminates cleanly, if the last frame on the stream was truncated, this MUST be treated as a connection error of type H3_FRAME_ERROR."),
-		h3.ErrCodeFrameError, "a HEADERS frame declaring 50 bytes but ending after 20",
-		withControl("truncated", cat([]byte{0x01, 50}, make([]byte, 20))))
-	registerH3("qpack-second-encoder-stream", "Second QPACK encoder stream",
-		rfc("RFC 9204", "4.2", Must, "Receipt of a second instance of either stream type MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR."),
-		h3.ErrCodeStreamCreationError, "two QPACK encoder streams",
+	registerH3(
+		"h3-frame-truncated",
+		"Truncated HEADERS frame",
+		rfc9114(
+			"7.1",
+			Must,
+			"When a stream terminates cleanly, if the last frame on the stream was truncated, this MUST be treated as a connection error of type H3_FRAME_ERROR.",
+		),
+		h3.ErrCodeFrameError,
+		"a HEADERS frame declaring 50 bytes but ending after 20",
+		withControl("truncated", cat([]byte{0x01, 50}, make([]byte, 20))),
+	)
+	registerH3(
+		"qpack-second-encoder-stream",
+		"Second QPACK encoder stream",
+		rfc(
+			"RFC 9204",
+			"4.2",
+			Must,
+			"Receipt of a second instance of either stream type MUST be treated as a connection error of type H3_STREAM_CREATION_ERROR.",
+		),
+		h3.ErrCodeStreamCreationError,
+		"two QPACK encoder streams",
 		variant{name: "two-encoders", trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			uniStream(ctx, t, c, []byte{0x02}, false)
 			uniStream(ctx, t, c, []byte{0x02}, false)
-		}})
+		}},
+	)
 	registerH3("qpack-encoder-stream-closed", "QPACK encoder stream closed",
 		rfc("RFC 9204", "4.2", Must, "Closure of either unidirectional stream type MUST be treated as a connection error of type H3_CLOSED_CRITICAL_STREAM."),
 		h3.ErrCodeClosedCriticalStream, "the end of the client's QPACK stream",
@@ -328,28 +499,50 @@ func init() {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			uniStream(ctx, t, c, []byte{0x03}, true)
 		}})
-	registerH3("qpack-insert-count-increment-zero", "Insert Count Increment of zero",
-		rfc("RFC 9204", "4.4.3", Must, "An encoder that receives an Increment field equal to zero … MUST treat this as a connection error of type QPACK_DECODER_STREAM_ERROR."),
-		h3.ErrCodeQPACKDecoderStream, "an Insert Count Increment of 0 on the decoder stream",
+	registerH3(
+		"qpack-insert-count-increment-zero",
+		"Insert Count Increment of zero",
+		rfc(
+			"RFC 9204",
+			"4.4.3",
+			Must,
+			"An encoder that receives an Increment field equal to zero … MUST treat this as a connection error of type QPACK_DECODER_STREAM_ERROR.",
+		),
+		h3.ErrCodeQPACKDecoderStream,
+		"an Insert Count Increment of 0 on the decoder stream",
 		variant{name: "increment-zero", trigger: func(ctx context.Context, t *T, c *Conn) {
 			uniStream(ctx, t, c, cat([]byte{0x00}, settingsFrame()), false)
 			uniStream(ctx, t, c, []byte{0x03, 0x00}, false)
-		}})
-	registerH3("qpack-capacity-exceeded", "Dynamic table capacity above the server's maximum",
-		rfc("RFC 9204", "4.3.1", Must, "The decoder MUST treat a new dynamic table capacity value that exceeds this limit as a connection error of type QPACK_ENCODER_STREAM_ERROR."),
-		h3.ErrCodeQPACKEncoderStream, "Set Dynamic Table Capacity one above the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY",
+		}},
+	)
+	registerH3(
+		"qpack-capacity-exceeded",
+		"Dynamic table capacity above the server's maximum",
+		rfc(
+			"RFC 9204",
+			"4.3.1",
+			Must,
+			"The decoder MUST treat a new dynamic table capacity value that exceeds this limit as a connection error of type QPACK_ENCODER_STREAM_ERROR.",
+		),
+		h3.ErrCodeQPACKEncoderStream,
+		"Set Dynamic Table Capacity one above the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY",
 		variant{name: "capacity", trigger: func(ctx context.Context, t *T, c *Conn) {
 			st := t.serverSettings(ctx, c)
 			capacity, _ := st.Get(h3.SettingQPACKMaxTableCapacity)
 			t.Fact("qpack.capacity", capacity)
 			// Set Dynamic Table Capacity: 001 and a 5-bit prefix integer.
 			uniStream(ctx, t, c, cat([]byte{0x02}, qpackInt(0x20, 5, capacity+1)), false)
-		}})
+		}},
+	)
 
 	Register(&Scenario{
 		ID: "h3-request-basic", Title: "A plain HTTP/3 request", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
-			rfc9114("6.2.1", Must, "Each side MUST initiate a single control stream at the beginning of the connection and send its SETTINGS frame as the first frame on this stream."),
+			rfc9114(
+				"6.2.1",
+				Must,
+				"Each side MUST initiate a single control stream at the beginning of the connection and send its SETTINGS frame as the first frame on this stream.",
+			),
 			rfc9114("4.1", Must, "After sending a final response, the server MUST close the stream for sending."),
 		},
 		Run: func(ctx context.Context, t *T) {
@@ -384,7 +577,11 @@ func init() {
 	Register(&Scenario{
 		ID: "h3-server-uni-limit", Title: "Room for the client's control and QPACK streams", Family: "K", Needs: []string{NeedH3}, Passive: true,
 		Requirements: []Requirement{
-			rfc9114("6.2", Must, "the transport parameters sent by both clients and servers MUST allow the peer to create at least three unidirectional streams."),
+			rfc9114(
+				"6.2",
+				Must,
+				"the transport parameters sent by both clients and servers MUST allow the peer to create at least three unidirectional streams.",
+			),
 			rfc9114("6.2", Should, "These transport parameters SHOULD also provide at least 1,024 bytes of flow-control credit to each unidirectional stream."),
 		},
 		Run: func(ctx context.Context, t *T) {
@@ -407,12 +604,20 @@ func init() {
 				c := t.mustDial(ctx, DialOptions{Label: fmt.Sprintf("connection %d", i)})
 				st := t.serverSettings(ctx, c)
 				if id, ok := greaseSetting(st.Settings); ok {
-					t.Pass("reserved-setting", t.sc.Requirements[0], fmt.Sprintf("The server's SETTINGS on connection %d carry the reserved identifier 0x%x.", i, id))
+					t.Pass(
+						"reserved-setting",
+						t.sc.Requirements[0],
+						fmt.Sprintf("The server's SETTINGS on connection %d carry the reserved identifier 0x%x.", i, id),
+					)
 					return
 				}
 				c.Close(0, "")
 			}
-			t.Warn("reserved-setting", t.sc.Requirements[0], "None of the server's SETTINGS frames on three connections carried a reserved identifier (0x1f × N + 0x21).")
+			t.Warn(
+				"reserved-setting",
+				t.sc.Requirements[0],
+				"None of the server's SETTINGS frames on three connections carried a reserved identifier (0x1f × N + 0x21).",
+			)
 		},
 	})
 	Register(&Scenario{
@@ -435,7 +640,11 @@ func init() {
 		ID: "h3-reserved-stream-ignored", Title: "Reserved and reset unidirectional streams are ignored", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
 			rfc9114("6.2", MustNot, "The recipient MUST NOT consider unknown stream types to be a connection error of any kind."),
-			rfc9114("6.2", Must, "A receiver MUST tolerate unidirectional streams being closed or reset prior to the reception of the unidirectional stream header."),
+			rfc9114(
+				"6.2",
+				Must,
+				"A receiver MUST tolerate unidirectional streams being closed or reset prior to the reception of the unidirectional stream header.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.mustDial(ctx, DialOptions{Label: "reserved-stream"})
@@ -481,11 +690,18 @@ func init() {
 		malformedVariant{"uppercase", "a request with the field name \"X-Quiver\"", func(fs []hfield) []hfield {
 			return append(fs, hfield{"X-Quiver", "1"})
 		}})
-	registerMalformed("h3-malformed-pseudo-after-regular", "Pseudo-header after a regular field",
-		rfc9114("4.3", Must, "Any request or response that contains a pseudo-header field that appears in a header section after a regular header field MUST be treated as malformed."),
+	registerMalformed(
+		"h3-malformed-pseudo-after-regular",
+		"Pseudo-header after a regular field",
+		rfc9114(
+			"4.3",
+			Must,
+			"Any request or response that contains a pseudo-header field that appears in a header section after a regular header field MUST be treated as malformed.",
+		),
 		malformedVariant{"pseudo-after-regular", "a request whose :path comes after a regular field", func(fs []hfield) []hfield {
 			return append(fs[:3:3], hfield{"x-quiver", "1"}, fs[3])
-		}})
+		}},
+	)
 	registerMalformed("h3-malformed-connection-header", "Connection-specific field",
 		rfc9114("4.2", Must, "any message containing connection-specific fields MUST be treated as malformed."),
 		malformedVariant{"connection", "a request carrying \"connection: keep-alive\"", func(fs []hfield) []hfield {
@@ -494,16 +710,27 @@ func init() {
 		malformedVariant{"transfer-encoding", "a request carrying \"transfer-encoding: chunked\"", func(fs []hfield) []hfield {
 			return append(fs, hfield{"transfer-encoding", "chunked"})
 		}})
-	registerMalformed("h3-malformed-missing-path", "Request without :path",
-		rfc9114("4.3.1", Descriptive, "An HTTP request that omits mandatory pseudo-header fields or contains invalid values for those pseudo-header fields is malformed."),
+	registerMalformed(
+		"h3-malformed-missing-path",
+		"Request without :path",
+		rfc9114(
+			"4.3.1",
+			Descriptive,
+			"An HTTP request that omits mandatory pseudo-header fields or contains invalid values for those pseudo-header fields is malformed.",
+		),
 		malformedVariant{"missing-path", "a GET without :path", func(fs []hfield) []hfield {
 			return fs[:3]
-		}})
+		}},
+	)
 	Register(&Scenario{
 		ID: "h3-content-length-mismatch", Title: "Content-Length disagrees with the DATA frames", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
 			rfc9114("4.1.2", Must, "Malformed requests or responses that are detected MUST be treated as a stream error of type H3_MESSAGE_ERROR."),
-			rfc9114("4.1.2", Descriptive, "is malformed if the value of the Content-Length header field does not equal the sum of the DATA frame lengths received."),
+			rfc9114(
+				"4.1.2",
+				Descriptive,
+				"is malformed if the value of the Content-Length header field does not equal the sum of the DATA frame lengths received.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "content-length", nil, false)
@@ -518,7 +745,11 @@ func init() {
 		ID: "h3-no-push-without-max-push-id", Title: "No push without MAX_PUSH_ID", Family: "K", Needs: []string{NeedH3}, Passive: true,
 		Requirements: []Requirement{
 			rfc9114("7.2.5", MustNot, "A server MUST NOT use a push ID that is larger than the client has provided in a MAX_PUSH_ID frame"),
-			rfc9114("4.6", Must, "A client MUST treat receipt of a push stream as a connection error of type H3_ID_ERROR when no MAX_PUSH_ID frame has been sent"),
+			rfc9114(
+				"4.6",
+				Must,
+				"A client MUST treat receipt of a push stream as a connection error of type H3_ID_ERROR when no MAX_PUSH_ID frame has been sent",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "no-max-push-id", nil, true)
@@ -530,7 +761,11 @@ func init() {
 	Register(&Scenario{
 		ID: "h3-unknown-error-code", Title: "Unknown error code on a cancelled request", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
-			rfc9114("8", Must, "use of an error code in an unexpected context or receipt of an unknown error code MUST be treated as equivalent to H3_NO_ERROR."),
+			rfc9114(
+				"8",
+				Must,
+				"use of an error code in an unexpected context or receipt of an unknown error code MUST be treated as equivalent to H3_NO_ERROR.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "unknown-error-code", nil, true)

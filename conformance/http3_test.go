@@ -48,7 +48,12 @@ func TestLiteralSectionDecodes(t *testing.T) {
 func TestParseQPACKInstructions(t *testing.T) {
 	enc := cat([]byte{0x02}[:0], qpackInt(0x20, 5, 220), insertLiteral("x-quiver", "v"), insertStaticNameRef(1, "/a"), qpackInt(0x00, 5, 0))
 	ins, rest := parseEncoderStream(enc)
-	want := []qpackInstr{{kind: qpackSetCapacity, value: 220}, {kind: qpackInsertLiteral}, {kind: qpackInsertNameRef, value: 1, static: true}, {kind: qpackDuplicate}}
+	want := []qpackInstr{
+		{kind: qpackSetCapacity, value: 220},
+		{kind: qpackInsertLiteral},
+		{kind: qpackInsertNameRef, value: 1, static: true},
+		{kind: qpackDuplicate},
+	}
 	if len(rest) != 0 || len(ins) != len(want) {
 		t.Fatalf("parsed %v, rest %x", ins, rest)
 	}

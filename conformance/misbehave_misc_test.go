@@ -15,7 +15,12 @@ import (
 // whose judgements report observed with the verdict they would have).
 func expectSentence(t *testing.T, name, addr, id string, v Verdict, want string) {
 	t.Helper()
-	rep := runSuite(t, Target{Name: name, Address: addr, ALPN: []string{"hq-interop"}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile}, []string{id}, nil)
+	rep := runSuite(
+		t,
+		Target{Name: name, Address: addr, ALPN: []string{"hq-interop"}, SmallPath: "/" + smallFile, LargePath: "/" + largeFile},
+		[]string{id},
+		nil,
+	)
 	got, s := verdictOf(rep, id)
 	if got != v || !strings.Contains(s, want) {
 		t.Errorf("%s against %s: %s (%s), want %s with %q", id, name, got, s, v, want)

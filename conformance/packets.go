@@ -34,7 +34,11 @@ func runPktCryptoLargeGap(ctx context.Context, t *T) {
 		cc := cl.closeFrame()
 		t.Fact("crypto.gap-reaction", "close "+closeCode(cc))
 		if !cc.Application && cc.ErrorCode == uint64(wire.CryptoBufferExceeded) {
-			t.Pass("reaction", req, "The server closed with CRYPTO_BUFFER_EXCEEDED, one of the two reactions §7.5 allows.", evidence(events(Trigger, trig), events(Response, cl))...)
+			t.Pass(
+				"reaction",
+				req,
+				"The server closed with CRYPTO_BUFFER_EXCEEDED, one of the two reactions §7.5 allows.",
+				evidence(events(Trigger, trig), events(Response, cl))...)
 		} else {
 			t.Observe("reaction", fmt.Sprintf("The server closed with %s; §7.5 names CRYPTO_BUFFER_EXCEEDED.", closeCode(cc)), evidence(events(Trigger, trig), events(Response, cl))...)
 		}
@@ -42,7 +46,11 @@ func runPktCryptoLargeGap(ctx context.Context, t *T) {
 	}
 	if a := ackedBy(ps, c.ID(), spaceApp, trig.pn); a != nil {
 		t.Fact("crypto.gap-reaction", "discard and acknowledge")
-		t.Pass("reaction", req, "The server acknowledged the packet carrying a CRYPTO frame 1 MiB ahead and stayed open.", evidence(events(Trigger, trig), events(Response, a))...)
+		t.Pass(
+			"reaction",
+			req,
+			"The server acknowledged the packet carrying a CRYPTO frame 1 MiB ahead and stayed open.",
+			evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
 	// Still open? A later PING tells.
@@ -56,7 +64,11 @@ func runPktCryptoLargeGap(ctx context.Context, t *T) {
 		}
 		return false
 	}) {
-		t.Fail("reaction", req, "The server never acknowledged the packet carrying a CRYPTO frame 1 MiB ahead, yet acknowledged a later PING and stayed open.", events(Trigger, trig)...)
+		t.Fail(
+			"reaction",
+			req,
+			"The server never acknowledged the packet carrying a CRYPTO frame 1 MiB ahead, yet acknowledged a later PING and stayed open.",
+			events(Trigger, trig)...)
 		return
 	}
 	t.Check("reaction", Inconclusive, req, "The server acknowledged neither the CRYPTO packet nor a later PING, and did not close.", events(Trigger, trig)...)
@@ -98,9 +110,17 @@ func runPktDuplicate(ctx context.Context, t *T) {
 	case 0:
 		t.Check("once", Inconclusive, req, "No PATH_RESPONSE came back for the PATH_CHALLENGE sent twice.", events(Trigger, trig)...)
 	case 1:
-		t.Pass("once", req, "The server processed the duplicated packet once: exactly one PATH_RESPONSE came back.", evidence(events(Trigger, trig), events(Response, resp...))...)
+		t.Pass(
+			"once",
+			req,
+			"The server processed the duplicated packet once: exactly one PATH_RESPONSE came back.",
+			evidence(events(Trigger, trig), events(Response, resp...))...)
 	default:
-		t.Fail("once", req, fmt.Sprintf("The server processed a duplicated packet twice: %d PATH_RESPONSE frames echo the same challenge.", len(resp)), evidence(events(Trigger, trig), events(Response, resp...))...)
+		t.Fail(
+			"once",
+			req,
+			fmt.Sprintf("The server processed a duplicated packet twice: %d PATH_RESPONSE frames echo the same challenge.", len(resp)),
+			evidence(events(Trigger, trig), events(Response, resp...))...)
 	}
 }
 
@@ -122,12 +142,20 @@ func runPktCoalescedBadFirst(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	req := t.sc.Requirements[0]
 	if a := ackedBy(ps, rc.trace.id, 2, pn); a != nil {
-		t.Pass("processed", req, "The server processed and acknowledged the 1-RTT packet that followed an undecryptable Handshake packet in the same datagram.", evidence(events(Trigger, trig), events(Response, a))...)
+		t.Pass(
+			"processed",
+			req,
+			"The server processed and acknowledged the 1-RTT packet that followed an undecryptable Handshake packet in the same datagram.",
+			evidence(events(Trigger, trig), events(Response, a))...)
 		return
 	}
 	for _, pg := range pings {
 		if ackedBy(ps, rc.trace.id, 2, pg.pn) != nil {
-			t.Fail("processed", req, "The server never acknowledged the 1-RTT packet coalesced behind an undecryptable Handshake packet, but acknowledged later packets.", events(Trigger, trig)...)
+			t.Fail(
+				"processed",
+				req,
+				"The server never acknowledged the 1-RTT packet coalesced behind an undecryptable Handshake packet, but acknowledged later packets.",
+				events(Trigger, trig)...)
 			return
 		}
 	}
@@ -162,7 +190,11 @@ func runInvPNMonotonic(ctx context.Context, t *T) {
 			if p.pn == prev.pn {
 				req = t.sc.Requirements[1]
 			}
-			t.Fail("increasing", req, fmt.Sprintf("In the %s space the server sent packet %d after packet %d.", p.ev.PacketType, p.pn, prev.pn), events(Response, prev, p)...)
+			t.Fail(
+				"increasing",
+				req,
+				fmt.Sprintf("In the %s space the server sent packet %d after packet %d.", p.ev.PacketType, p.pn, prev.pn),
+				events(Response, prev, p)...)
 			return
 		}
 		last[k] = p
@@ -205,7 +237,11 @@ func runInvInitialDatagramSize(ctx context.Context, t *T) {
 		}
 		n++
 		if p.datagram < 1200 {
-			t.Fail("padding", t.sc.Requirements[0], fmt.Sprintf("The server sent an ack-eliciting Initial packet in a %d-byte datagram.", p.datagram), events(Response, p)...)
+			t.Fail(
+				"padding",
+				t.sc.Requirements[0],
+				fmt.Sprintf("The server sent an ack-eliciting Initial packet in a %d-byte datagram.", p.datagram),
+				events(Response, p)...)
 			return
 		}
 	}
@@ -338,9 +374,22 @@ func judgePNLength(c connRecord) (string, []*packet) {
 		rng := uint64(1) << (8 * n)
 		switch {
 		case !hasAck[space] && p.pn >= rng:
-			sentence = fmt.Sprintf("before the tester acknowledged anything in the %s space, the server encoded packet number %d in %d bytes, which cannot hold it in full.", p.ev.PacketType, p.pn, n)
+			sentence = fmt.Sprintf(
+				"before the tester acknowledged anything in the %s space, the server encoded packet number %d in %d bytes, which cannot hold it in full.",
+				p.ev.PacketType,
+				p.pn,
+				n,
+			)
 		case hasAck[space] && p.pn > acked[space] && rng < 2*(p.pn-acked[space]):
-			sentence = fmt.Sprintf("the server encoded packet number %d in %d bytes (a range of %d) while the largest it could have seen acknowledged was %d, a distance of %d that needs a range of at least %d.", p.pn, n, rng, acked[space], p.pn-acked[space], 2*(p.pn-acked[space]))
+			sentence = fmt.Sprintf(
+				"the server encoded packet number %d in %d bytes (a range of %d) while the largest it could have seen acknowledged was %d, a distance of %d that needs a range of at least %d.",
+				p.pn,
+				n,
+				rng,
+				acked[space],
+				p.pn-acked[space],
+				2*(p.pn-acked[space]),
+			)
 		default:
 			return true
 		}
@@ -388,7 +437,13 @@ func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
 					continue
 				}
 				if r.Largest-r.Smallest > uint64(count[space]) {
-					sentence, cited = fmt.Sprintf("a server ACK frame in the %s space covers %d-%d, more packet numbers than the tester ever sent in that space (%d).", p.ev.PacketType, r.Smallest, r.Largest, count[space]), p
+					sentence, cited = fmt.Sprintf(
+						"a server ACK frame in the %s space covers %d-%d, more packet numbers than the tester ever sent in that space (%d).",
+						p.ev.PacketType,
+						r.Smallest,
+						r.Largest,
+						count[space],
+					), p
 					return false
 				}
 				missing = missing[:0]
@@ -398,7 +453,11 @@ func judgeAckOnlyReceived(c connRecord) (string, []*packet) {
 					}
 				}
 				if len(missing) > 0 {
-					sentence, cited = fmt.Sprintf("a server ACK frame in the %s space covers packet numbers %v that the tester never sent in that space (skipped on purpose, or sent in another space).", p.ev.PacketType, lastNums(missing, 5)), p
+					sentence, cited = fmt.Sprintf(
+						"a server ACK frame in the %s space covers packet numbers %v that the tester never sent in that space (skipped on purpose, or sent in another space).",
+						p.ev.PacketType,
+						lastNums(missing, 5),
+					), p
 					return false
 				}
 			}
@@ -430,7 +489,12 @@ func runInvPNLength(ctx context.Context, t *T) {
 		t.Inconclusive("The tester learnt the packet number length of no server packet.")
 	}
 	t.Fact("pn.encoded-lengths", fmt.Sprintf("1 byte: %d, 2: %d, 3: %d, 4: %d packets", lens[1], lens[2], lens[3], lens[4]))
-	t.judgeOwn("length", t.sc.Requirements[0], judgePNLength, "every server packet number was encoded long enough for the largest number the tester had acknowledged")
+	t.judgeOwn(
+		"length",
+		t.sc.Requirements[0],
+		judgePNLength,
+		"every server packet number was encoded long enough for the largest number the tester had acknowledged",
+	)
 }
 
 func runInvAckOnlyReceived(ctx context.Context, t *T) {
@@ -476,7 +540,12 @@ func runInvAckOnlyReceived(ctx context.Context, t *T) {
 		t.Inconclusive("The tester skipped no packet number inside the ranges it sent.")
 	}
 	t.Fact("ack.tester-gaps", gaps)
-	t.judgeOwn("only-received", t.sc.Requirements[0], judgeAckOnlyReceived, fmt.Sprintf("every number the server's ACK frames covered was one the tester sent in that space (%d gaps skipped on purpose)", gaps))
+	t.judgeOwn(
+		"only-received",
+		t.sc.Requirements[0],
+		judgeAckOnlyReceived,
+		fmt.Sprintf("every number the server's ACK frames covered was one the tester sent in that space (%d gaps skipped on purpose)", gaps),
+	)
 }
 
 func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
@@ -506,7 +575,9 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	}
 	control := coalesced(rc.DCID)
 	if acked(control) == nil {
-		t.Inconclusive("The server did not acknowledge a 1-RTT PING coalesced behind a Handshake packet with the same connection ID (the control), so it cannot show whether a different one is ignored.", events(Trigger, control)...)
+		t.Inconclusive(
+			"The server did not acknowledge a 1-RTT PING coalesced behind a Handshake packet with the same connection ID (the control), so it cannot show whether a different one is ignored.",
+			events(Trigger, control)...)
 	}
 	mark := t.mark()
 	probe := coalesced(spare.ConnectionID)
@@ -516,14 +587,30 @@ func runPktCoalescedDifferentDCID(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	if a := ackedBy(ps, rc.trace.id, spaceApp, probe.pn); a != nil {
 		t.Fact("coalescing.different-dcid", "processed")
-		t.Warn("ignored", req, fmt.Sprintf("The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.", spare.ConnectionID, rc.DCID), evidence(events(Trigger, probe), events(Response, a))...)
+		t.Warn(
+			"ignored",
+			req,
+			fmt.Sprintf(
+				"The server acknowledged the 1-RTT PING addressed to its connection ID %x behind a packet addressed to %x in the same datagram; ignore packets whose Destination Connection ID differs from the first packet's.",
+				spare.ConnectionID,
+				rc.DCID,
+			),
+			evidence(events(Trigger, probe), events(Response, a))...)
 		return
 	}
 	if ackedBy(ps, rc.trace.id, spaceApp, later.pn) == nil || firstClose(received(ps, rc.trace.id, mark)) != nil {
 		t.Inconclusive("The server acknowledged nothing after the datagram with two connection IDs, or closed.", events(Trigger, probe)...)
 	}
 	t.Fact("coalescing.different-dcid", "ignored")
-	t.Pass("ignored", req, fmt.Sprintf("The server never acknowledged the 1-RTT PING addressed to %x behind a packet for %x, while it acknowledged the control and a later PING.", spare.ConnectionID, rc.DCID), events(Trigger, control, probe, later)...)
+	t.Pass(
+		"ignored",
+		req,
+		fmt.Sprintf(
+			"The server never acknowledged the 1-RTT PING addressed to %x behind a packet for %x, while it acknowledged the control and a later PING.",
+			spare.ConnectionID,
+			rc.DCID,
+		),
+		events(Trigger, control, probe, later)...)
 }
 
 // spinOf is the spin bit of a 1-RTT packet whose first byte is known.
@@ -613,7 +700,12 @@ func runInvIPv4DF(ctx context.Context, t *T) {
 	}
 	obs, err := newDFObserver(rc.Peer)
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("The tester cannot read the IPv4 headers of received datagrams (%v): a UDP socket does not expose the DF bit, and a raw socket needs CAP_NET_RAW.", err))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The tester cannot read the IPv4 headers of received datagrams (%v): a UDP socket does not expose the DF bit, and a raw socket needs CAP_NET_RAW.",
+				err,
+			),
+		)
 	}
 	t.cleanup(obs.close)
 	obs.watchPort(rc.Local.Port())
@@ -630,7 +722,16 @@ func runInvIPv4DF(ctx context.Context, t *T) {
 	t.Fact("ip.df-set", fmt.Sprintf("%d of %d IPv4 packets", withDF, total))
 	// A batch sent with UDP segmentation offload reaches a raw socket on
 	// loopback as one IP packet, so packets can be fewer than datagrams.
-	t.Check("df", Pass, t.sc.Requirements[0], fmt.Sprintf("Don't Fragment was set on %d of the %d IPv4 packets the server sent in a handshake and a request (the requirement holds only if possible, so it is recorded).", withDF, total))
+	t.Check(
+		"df",
+		Pass,
+		t.sc.Requirements[0],
+		fmt.Sprintf(
+			"Don't Fragment was set on %d of the %d IPv4 packets the server sent in a handshake and a request (the requirement holds only if possible, so it is recorded).",
+			withDF,
+			total,
+		),
+	)
 }
 
 func runInvDatagramSizes(ctx context.Context, t *T) {
@@ -666,7 +767,18 @@ func runInvDatagramSizes(ctx context.Context, t *T) {
 	t.Fact("datagram.largest-at", at.String())
 	t.Fact("datagram.over-1200", fmt.Sprintf("%d of %d", over1200, n))
 	t.Fact("datagram.over-max-udp-payload", largest.size > int(limit))
-	t.Observe("sizes", fmt.Sprintf("The server's largest datagram was %d bytes, %v after the tester's first packet; %d of its %d datagrams exceeded 1200 bytes; the tester's max_udp_payload_size (%d) was %s.", largest.size, at, over1200, n, limit, map[bool]string{true: "exceeded", false: "respected"}[largest.size > int(limit)]))
+	t.Observe(
+		"sizes",
+		fmt.Sprintf(
+			"The server's largest datagram was %d bytes, %v after the tester's first packet; %d of its %d datagrams exceeded 1200 bytes; the tester's max_udp_payload_size (%d) was %s.",
+			largest.size,
+			at,
+			over1200,
+			n,
+			limit,
+			map[bool]string{true: "exceeded", false: "respected"}[largest.size > int(limit)],
+		),
+	)
 }
 
 func judgePNMonotonic(c connRecord) (string, []*packet) {
@@ -707,7 +819,15 @@ func judgePNMonotonic(c connRecord) (string, []*packet) {
 		k := key{space, v.path()}
 		if prev, ok := last[k]; ok && pn < prev.pn() {
 			p := v.packet()
-			sentence, cited = fmt.Sprintf("in the %s space the server sent packet %d after packet %d on the same path.", p.ev.PacketType, pn, prev.pn()), []*packet{prev.packet(), p}
+			sentence, cited = fmt.Sprintf(
+				"in the %s space the server sent packet %d after packet %d on the same path.",
+				p.ev.PacketType,
+				pn,
+				prev.pn(),
+			), []*packet{
+				prev.packet(),
+				p,
+			}
 			return false
 		}
 		last[k] = v
@@ -735,7 +855,11 @@ func init() {
 	Register(&Scenario{
 		ID: "pkt-ack-in-0rtt", Title: "ACK frame in a 0-RTT packet", Family: "C", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("12.4", Must, "An endpoint MUST treat receipt of a frame in a packet type that is not permitted as a connection error of type PROTOCOL_VIOLATION."),
+			rfc9000(
+				"12.4",
+				Must,
+				"An endpoint MUST treat receipt of a frame in a packet type that is not permitted as a connection error of type PROTOCOL_VIOLATION.",
+			),
 			rfc9000("12.5", Descriptive, "0-RTT packets cannot contain ACK frames."),
 		},
 		Run: func(ctx context.Context, t *T) {
@@ -748,7 +872,9 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "pkt-unknown-frame-type", title: "Frame of an unknown type", family: "C", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("12.4", Must, "An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR.")},
+		reqs: []Requirement{
+			rfc9000("12.4", Must, "An endpoint MUST treat the receipt of a frame of unknown type as a connection error of type FRAME_ENCODING_ERROR."),
+		},
 		codes:    transportCodes(wire.FrameEncodingError),
 		describe: fmt.Sprintf("a frame of unassigned type 0x%x", unknownFrameType),
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -767,14 +893,18 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "pkt-handshake-done-from-client", title: "HANDSHAKE_DONE sent by a client", family: "C", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.20", Must, "A server MUST treat receipt of a HANDSHAKE_DONE frame as a connection error of type PROTOCOL_VIOLATION.")},
+		reqs: []Requirement{
+			rfc9000("19.20", Must, "A server MUST treat receipt of a HANDSHAKE_DONE frame as a connection error of type PROTOCOL_VIOLATION."),
+		},
 		codes:    transportCodes(wire.ProtocolViolation),
 		describe: "a HANDSHAKE_DONE frame from the client",
 		frames:   func(t *T, c *Conn) []wire.Frame { return []wire.Frame{&wire.HandshakeDoneFrame{}} },
 	})
 	registerProvoked(provokedSpec{
 		id: "pkt-ack-negative-range", title: "ACK range below packet number 0", family: "C", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.3.1", Must, "If any computed packet number is negative, an endpoint MUST generate a connection error of type FRAME_ENCODING_ERROR.")},
+		reqs: []Requirement{
+			rfc9000("19.3.1", Must, "If any computed packet number is negative, an endpoint MUST generate a connection error of type FRAME_ENCODING_ERROR."),
+		},
 		codes:    transportCodes(wire.FrameEncodingError),
 		describe: "an ACK frame (Largest 2, Gap 5) whose second range lies below packet number 0",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -784,7 +914,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "pkt-ack-unsent-packet", title: "ACK for a packet never sent", family: "C", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("13.1", Should, "An endpoint SHOULD treat receipt of an acknowledgment for a packet it did not send as a connection error of type PROTOCOL_VIOLATION, if it is able to detect the condition.")},
+		reqs: []Requirement{
+			rfc9000(
+				"13.1",
+				Should,
+				"An endpoint SHOULD treat receipt of an acknowledgment for a packet it did not send as a connection error of type PROTOCOL_VIOLATION, if it is able to detect the condition.",
+			),
+		},
 		codes:    transportCodes(wire.ProtocolViolation),
 		anyCode:  true,
 		warnOnly: true,
@@ -801,7 +937,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "pkt-crypto-offset-overflow", title: "CRYPTO frame beyond 2^62-1", family: "C", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.6", Must, "Receipt of a frame that exceeds this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR or CRYPTO_BUFFER_EXCEEDED.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.6",
+				Must,
+				"Receipt of a frame that exceeds this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR or CRYPTO_BUFFER_EXCEEDED.",
+			),
+		},
 		codes:    transportCodes(wire.FrameEncodingError, wire.CryptoBufferExceeded),
 		describe: "a 1-RTT CRYPTO frame at offset 2^62-2 with 4 bytes",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -811,35 +953,83 @@ func init() {
 	Register(&Scenario{
 		ID: "pkt-crypto-large-gap", Title: "CRYPTO frame 1 MiB ahead", Family: "C", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("7.5", May, "it MAY discard that CRYPTO frame and all CRYPTO frames received in the future, or it MAY close the connection with a CRYPTO_BUFFER_EXCEEDED error code."),
-			rfc9000("7.5", Must, "Packets containing discarded CRYPTO frames MUST be acknowledged because the packet has been received and processed by the transport even though the CRYPTO frame was discarded."),
+			rfc9000(
+				"7.5",
+				May,
+				"it MAY discard that CRYPTO frame and all CRYPTO frames received in the future, or it MAY close the connection with a CRYPTO_BUFFER_EXCEEDED error code.",
+			),
+			rfc9000(
+				"7.5",
+				Must,
+				"Packets containing discarded CRYPTO frames MUST be acknowledged because the packet has been received and processed by the transport even though the CRYPTO frame was discarded.",
+			),
 		},
 		Run: runPktCryptoLargeGap,
 	})
 	Register(&Scenario{
 		ID: "pkt-nonminimal-frame-type", Title: "PING with a two-byte frame type", Family: "C", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("12.4", May, "An endpoint MAY treat the receipt of a frame type that uses a longer encoding than necessary as a connection error of type PROTOCOL_VIOLATION.")},
-		Run:          runPktNonMinimal,
+		Requirements: []Requirement{
+			rfc9000(
+				"12.4",
+				May,
+				"An endpoint MAY treat the receipt of a frame type that uses a longer encoding than necessary as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
+		Run: runPktNonMinimal,
 	})
 	Register(&Scenario{
 		ID: "pkt-reserved-bits-short", Title: "1-RTT packet with reserved bits set", Family: "C", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("17.3.1", Must, "An endpoint MUST treat receipt of a packet that has a non-zero value for these bits, after removing both packet and header protection, as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9000(
+				"17.3.1",
+				Must,
+				"An endpoint MUST treat receipt of a packet that has a non-zero value for these bits, after removing both packet and header protection, as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
-			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "a 1-RTT packet with its reserved bits set"}, true, func() {
-				rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{ReservedBits: 3})
-			})
+			t.rawProvoke(
+				ctx,
+				rc,
+				Expectation{
+					Check:    "close",
+					Req:      t.sc.Requirements[0],
+					Codes:    transportCodes(wire.ProtocolViolation),
+					Describe: "a 1-RTT packet with its reserved bits set",
+				},
+				true,
+				func() {
+					rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{ReservedBits: 3})
+				},
+			)
 		},
 	})
 	Register(&Scenario{
 		ID: "pkt-reserved-bits-long", Title: "Handshake packet with reserved bits set", Family: "C", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("17.2", Must, "An endpoint MUST treat receipt of a packet that has a non-zero value for these bits after removing both packet and header protection as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9000(
+				"17.2",
+				Must,
+				"An endpoint MUST treat receipt of a packet that has a non-zero value for these bits after removing both packet and header protection as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.newRaw(ctx, rawquic.Options{Label: "reserved-long"})
 			rc.HandshakeOpts = rawquic.LongOpts{ReservedBits: 3}
-			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "the Handshake packet carrying the client's Finished with its reserved bits set"}, true, func() {
-				rc.Handshake(ctx, t.Settle())
-			})
+			t.rawProvoke(
+				ctx,
+				rc,
+				Expectation{
+					Check:    "close",
+					Req:      t.sc.Requirements[0],
+					Codes:    transportCodes(wire.ProtocolViolation),
+					Describe: "the Handshake packet carrying the client's Finished with its reserved bits set",
+				},
+				true,
+				func() {
+					rc.Handshake(ctx, t.Settle())
+				},
+			)
 		},
 	})
 	Register(&Scenario{
@@ -851,19 +1041,43 @@ func init() {
 		Run: func(ctx context.Context, t *T) {
 			rc := t.newRaw(ctx, rawquic.Options{Label: "stream-in-handshake"})
 			rc.HandshakeExtra = []wire.Frame{&wire.StreamFrame{StreamID: 0, Data: []byte("GET /\r\n")}}
-			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: reqFrameNotPermitted, Codes: transportCodes(wire.ProtocolViolation), Describe: "a STREAM frame in the Handshake packet carrying the client's Finished"}, true, func() {
-				rc.Handshake(ctx, t.Settle())
-			})
+			t.rawProvoke(
+				ctx,
+				rc,
+				Expectation{
+					Check:    "close",
+					Req:      reqFrameNotPermitted,
+					Codes:    transportCodes(wire.ProtocolViolation),
+					Describe: "a STREAM frame in the Handshake packet carrying the client's Finished",
+				},
+				true,
+				func() {
+					rc.Handshake(ctx, t.Settle())
+				},
+			)
 		},
 	})
 	Register(&Scenario{
 		ID: "pkt-no-frames", Title: "1-RTT packet without frames", Family: "C", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("12.4", Must, "An endpoint MUST treat receipt of a packet containing no frames as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9000("12.4", Must, "An endpoint MUST treat receipt of a packet containing no frames as a connection error of type PROTOCOL_VIOLATION."),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
-			t.rawProvoke(ctx, rc, Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.ProtocolViolation), Describe: "a 1-RTT packet with an empty payload"}, true, func() {
-				rc.Send1RTT(nil, rawquic.ShortOpts{PNLen: 4, NoPad: true})
-			})
+			t.rawProvoke(
+				ctx,
+				rc,
+				Expectation{
+					Check:    "close",
+					Req:      t.sc.Requirements[0],
+					Codes:    transportCodes(wire.ProtocolViolation),
+					Describe: "a 1-RTT packet with an empty payload",
+				},
+				true,
+				func() {
+					rc.Send1RTT(nil, rawquic.ShortOpts{PNLen: 4, NoPad: true})
+				},
+			)
 		},
 	})
 	Register(&Scenario{
@@ -882,7 +1096,11 @@ func init() {
 	Register(&Scenario{
 		ID: "pkt-bad-aead-not-acked", Title: "Packet with a corrupted AEAD tag is not acknowledged", Family: "C", Needs: []string{NeedApp},
 		Requirements: []Requirement{reqNoAckBeforeOpen,
-			rfc9001("5.5", Must, "it MUST discard all packets in the same packet number space with higher packet numbers if they cannot be successfully unprotected")},
+			rfc9001(
+				"5.5",
+				Must,
+				"it MUST discard all packets in the same packet number space with higher packet numbers if they cannot be successfully unprotected",
+			)},
 		Run: func(ctx context.Context, t *T) {
 			rc := t.rawHandshake(ctx)
 			t.discardedPacket(ctx, rc, "bad-aead", reqNoAckBeforeOpen, "a 1-RTT PING with a corrupted AEAD tag", func() *packet {
@@ -906,15 +1124,25 @@ func init() {
 	Register(&Scenario{
 		ID: "pkt-duplicate-packet", Title: "Duplicated 1-RTT packet is processed once", Family: "C", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("12.3", Must, "A receiver MUST discard a newly unprotected packet unless it is certain that it has not processed another packet with the same packet number from the same packet number space."),
+			rfc9000(
+				"12.3",
+				Must,
+				"A receiver MUST discard a newly unprotected packet unless it is certain that it has not processed another packet with the same packet number from the same packet number space.",
+			),
 			rfc9000("8.2.2", MustNot, "An endpoint MUST NOT send more than one PATH_RESPONSE frame in response to one PATH_CHALLENGE frame"),
 		},
 		Run: runPktDuplicate,
 	})
 	Register(&Scenario{
 		ID: "pkt-coalesced-bad-first", Title: "Undecryptable packet coalesced before a valid one", Family: "C", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("12.2", Must, "the receiver MAY either discard or buffer the packet for later processing and MUST attempt to process the remaining packets.")},
-		Run:          runPktCoalescedBadFirst,
+		Requirements: []Requirement{
+			rfc9000(
+				"12.2",
+				Must,
+				"the receiver MAY either discard or buffer the packet for later processing and MUST attempt to process the remaining packets.",
+			),
+		},
+		Run: runPktCoalescedBadFirst,
 	})
 	Register(&Scenario{
 		ID: "inv-pn-monotonic", Title: "Server packet numbers increase", Family: "C", Needs: []string{NeedApp}, Passive: true,
@@ -928,19 +1156,31 @@ func init() {
 		ID: "inv-frames-permitted", Title: "Server frames only in permitted packet types", Family: "C", Needs: []string{NeedApp}, Passive: true,
 		Requirements: []Requirement{
 			rfc9000("12.5", Must, "All other frame types MUST only be sent in the application data packet number space."),
-			rfc9000("12.5", Must, "CONNECTION_CLOSE frames signaling application errors (type 0x1d) MUST only appear in the application data packet number space."),
+			rfc9000(
+				"12.5",
+				Must,
+				"CONNECTION_CLOSE frames signaling application errors (type 0x1d) MUST only appear in the application data packet number space.",
+			),
 		},
 		Run: runInvFramesPermitted,
 	})
 	Register(&Scenario{
 		ID: "inv-initial-datagram-size", Title: "Server Initial datagrams padded to 1200 bytes", Family: "C", Needs: []string{NeedApp}, Passive: true,
-		Requirements: []Requirement{rfc9000("14.1", Must, "a server MUST expand the payload of all UDP datagrams carrying ack-eliciting Initial packets to at least the smallest allowed maximum datagram size of 1200 bytes.")},
-		Run:          runInvInitialDatagramSize,
+		Requirements: []Requirement{
+			rfc9000(
+				"14.1",
+				Must,
+				"a server MUST expand the payload of all UDP datagrams carrying ack-eliciting Initial packets to at least the smallest allowed maximum datagram size of 1200 bytes.",
+			),
+		},
+		Run: runInvInitialDatagramSize,
 	})
 	Register(&Scenario{
 		ID: "inv-coalesce-same-cid", Title: "Coalesced server packets share one connection ID", Family: "C", Needs: []string{NeedApp}, Passive: true,
-		Requirements: []Requirement{rfc9000("12.2", MustNot, "Senders MUST NOT coalesce QUIC packets with different connection IDs into a single UDP datagram.")},
-		Run:          runInvCoalesceSameCID,
+		Requirements: []Requirement{
+			rfc9000("12.2", MustNot, "Senders MUST NOT coalesce QUIC packets with different connection IDs into a single UDP datagram."),
+		},
+		Run: runInvCoalesceSameCID,
 	})
 	// Family C: packet-level invariants judged over what the server sends
 	// (docs/scenarios.md): packet number encoding length, what ACK frames cover,
@@ -948,13 +1188,23 @@ func init() {
 	// coalescing rule on the receiving side.
 	Register(&Scenario{
 		ID: "pkt-coalesced-different-dcid", Title: "Coalesced packet for another connection ID is ignored", Family: "C", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("12.2", Should, "Receivers SHOULD ignore any subsequent packets with a different Destination Connection ID than the first packet in the datagram.")},
-		Run:          runPktCoalescedDifferentDCID,
+		Requirements: []Requirement{
+			rfc9000(
+				"12.2",
+				Should,
+				"Receivers SHOULD ignore any subsequent packets with a different Destination Connection ID than the first packet in the datagram.",
+			),
+		},
+		Run: runPktCoalescedDifferentDCID,
 	})
 	Register(&Scenario{
 		ID: "inv-pn-length-sufficient", Title: "Server packet numbers are encoded long enough", Family: "C", Needs: []string{NeedApp}, Passive: true,
 		Requirements: []Requirement{
-			rfc9000("17.1", Must, "the sender MUST use a packet number size able to represent more than twice as large a range as the difference between the largest acknowledged packet number and the packet number being sent"),
+			rfc9000(
+				"17.1",
+				Must,
+				"the sender MUST use a packet number size able to represent more than twice as large a range as the difference between the largest acknowledged packet number and the packet number being sent",
+			),
 			rfc9000("17.1", Must, "Prior to receiving an acknowledgment for a packet number space, the full packet number MUST be included"),
 		},
 		Run: runInvPNLength,
@@ -969,8 +1219,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "inv-spin-bit", Title: "What the server does with the spin bit", Family: "C", Needs: []string{NeedApp}, Passive: true, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("17.4", May, "When the spin bit is disabled, endpoints MAY set the spin bit to any value and MUST ignore any incoming value.")},
-		Run:          runInvSpinBit,
+		Requirements: []Requirement{
+			rfc9000("17.4", May, "When the spin bit is disabled, endpoints MAY set the spin bit to any value and MUST ignore any incoming value."),
+		},
+		Run: runInvSpinBit,
 	})
 	Register(&Scenario{
 		ID: "inv-ipv4-df", Title: "Don't Fragment on the server's IPv4 datagrams", Family: "C", Needs: []string{NeedApp}, Passive: true, ObservationOnly: true,
@@ -979,8 +1231,14 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "inv-datagram-sizes", Title: "The largest datagrams the server sends", Family: "C", Needs: []string{NeedApp}, Passive: true, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("14.2", ShouldNot, "In the absence of these mechanisms, QUIC endpoints SHOULD NOT send datagrams larger than the smallest allowed maximum datagram size.")},
-		Run:          runInvDatagramSizes,
+		Requirements: []Requirement{
+			rfc9000(
+				"14.2",
+				ShouldNot,
+				"In the absence of these mechanisms, QUIC endpoints SHOULD NOT send datagrams larger than the smallest allowed maximum datagram size.",
+			),
+		},
+		Run: runInvDatagramSizes,
 	})
 	runWideChecks = append(runWideChecks,
 		passiveCheck{id: "inv-pn-length-sufficient", judge: judgePNLength},

@@ -19,7 +19,11 @@ import (
 // transfer, all of it acknowledged, so that nothing is in flight when the
 // credit opens again, on the new path or (control) on the old one.
 
-var reqCCReset = rfc9000("9.4", Must, "On confirming a peer's ownership of its new address, an endpoint MUST immediately reset the congestion controller and round-trip time estimator for the new path to initial values")
+var reqCCReset = rfc9000(
+	"9.4",
+	Must,
+	"On confirming a peer's ownership of its new address, an endpoint MUST immediately reset the congestion controller and round-trip time estimator for the new path to initial values",
+)
 
 // ccFlowLimit is the tester's initial_max_data: the transfer over which
 // the server's window grows before the move.
@@ -157,11 +161,24 @@ func judgeCCReset(control ccRun, moves []ccRun) (Verdict, string) {
 	case control.problem != "" || control.ref == 0:
 		return Inconclusive, fmt.Sprintf("The control connection gave no measurement (%s).", control.problem)
 	case !over(control):
-		return Inconclusive, fmt.Sprintf("The server's window did not grow past 1.5 × its initial flight before a move (%s), so a reset cannot be told from no reset.", ctl)
+		return Inconclusive, fmt.Sprintf(
+			"The server's window did not grow past 1.5 × its initial flight before a move (%s), so a reset cannot be told from no reset.",
+			ctl,
+		)
 	case exceed == len(moves):
-		return Fail, fmt.Sprintf("After each of %d moves to a new client IP address the server's first flight exceeded 1.5 × its initial one (flight/initial bytes: %v; %s): it kept its congestion window.", len(moves), list, ctl)
+		return Fail, fmt.Sprintf(
+			"After each of %d moves to a new client IP address the server's first flight exceeded 1.5 × its initial one (flight/initial bytes: %v; %s): it kept its congestion window.",
+			len(moves),
+			list,
+			ctl,
+		)
 	case exceed == 0:
-		return Pass, fmt.Sprintf("After each of %d moves to a new client IP address the server's first flight stayed within 1.5 × its initial one (flight/initial bytes: %v), while %s.", len(moves), list, ctl)
+		return Pass, fmt.Sprintf(
+			"After each of %d moves to a new client IP address the server's first flight stayed within 1.5 × its initial one (flight/initial bytes: %v), while %s.",
+			len(moves),
+			list,
+			ctl,
+		)
 	}
 	return Inconclusive, fmt.Sprintf("The flights after %d moves disagree (flight/initial bytes: %v; %s).", len(moves), list, ctl)
 }
@@ -214,7 +231,14 @@ func runPathChallengeEcho(ctx context.Context, t *T) {
 		// An acknowledgment proves the challenge was processed (RFC
 		// 9000 §13.1), so its missing answer is a violation, not silence.
 		if a := ackedBy(t.rec.snapshot(), rc.trace.id, 2, trig.pn); a != nil {
-			t.Fail("echo", t.sc.Requirements[0], fmt.Sprintf("The server acknowledged the packet carrying the PATH_CHALLENGE but sent no PATH_RESPONSE within %v.", t.Settle().Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, a))...)
+			t.Fail(
+				"echo",
+				t.sc.Requirements[0],
+				fmt.Sprintf(
+					"The server acknowledged the packet carrying the PATH_CHALLENGE but sent no PATH_RESPONSE within %v.",
+					t.Settle().Round(time.Millisecond),
+				),
+				evidence(events(Trigger, trig), events(Response, a))...)
 			return
 		}
 		t.Inconclusive(fmt.Sprintf("No PATH_RESPONSE arrived within %v of the PATH_CHALLENGE.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
@@ -227,29 +251,64 @@ func runPathChallengeEcho(ctx context.Context, t *T) {
 	t.Fact("path.response-delay-ms", float64(delay.Microseconds())/1000)
 	for _, fa := range rs {
 		if fa.f.(*wire.PathResponseFrame).Data != data {
-			t.Fail("echo", reqs[0], fmt.Sprintf("The server's PATH_RESPONSE carries %x, not the challenge's %x.", fa.f.(*wire.PathResponseFrame).Data, data), evidence(events(Trigger, trig), events(Response, fa.p))...)
+			t.Fail(
+				"echo",
+				reqs[0],
+				fmt.Sprintf("The server's PATH_RESPONSE carries %x, not the challenge's %x.", fa.f.(*wire.PathResponseFrame).Data, data),
+				evidence(events(Trigger, trig), events(Response, fa.p))...)
 			return
 		}
 	}
-	t.Pass("echo", reqs[0], fmt.Sprintf("The server echoed the challenge data after %v.", delay.Round(time.Microsecond)), evidence(events(Trigger, trig), events(Response, resp))...)
+	t.Pass(
+		"echo",
+		reqs[0],
+		fmt.Sprintf("The server echoed the challenge data after %v.", delay.Round(time.Microsecond)),
+		evidence(events(Trigger, trig), events(Response, resp))...)
 	if len(rs) > 1 {
-		t.Fail("once", reqs[4], fmt.Sprintf("The server sent %d PATH_RESPONSE frames for one PATH_CHALLENGE.", len(rs)), evidence(events(Trigger, trig), events(Response, packetsOf(rs)...))...)
+		t.Fail(
+			"once",
+			reqs[4],
+			fmt.Sprintf("The server sent %d PATH_RESPONSE frames for one PATH_CHALLENGE.", len(rs)),
+			evidence(events(Trigger, trig), events(Response, packetsOf(rs)...))...)
 	}
 	if resp.datagram > 0 && resp.datagram < 1200 {
-		t.Fail("size", reqs[2], fmt.Sprintf("The server's PATH_RESPONSE came in a %d-byte datagram on the already validated path; expand it to 1200 bytes.", resp.datagram), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Fail(
+			"size",
+			reqs[2],
+			fmt.Sprintf("The server's PATH_RESPONSE came in a %d-byte datagram on the already validated path; expand it to 1200 bytes.", resp.datagram),
+			evidence(events(Trigger, trig), events(Response, resp))...)
 	} else {
 		t.Pass("size", reqs[2], fmt.Sprintf("The PATH_RESPONSE datagram was %d bytes.", resp.datagram), events(Response, resp)...)
 	}
 	if delay > 2*t.PTO() {
-		t.Fail("no-delay", reqs[1], fmt.Sprintf("The PATH_RESPONSE came %v after the challenge, more than 2 PTO (%v) with nothing else in flight.", delay.Round(time.Millisecond), (2*t.PTO()).Round(time.Millisecond)), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Fail(
+			"no-delay",
+			reqs[1],
+			fmt.Sprintf(
+				"The PATH_RESPONSE came %v after the challenge, more than 2 PTO (%v) with nothing else in flight.",
+				delay.Round(time.Millisecond),
+				(2*t.PTO()).Round(time.Millisecond),
+			),
+			evidence(events(Trigger, trig), events(Response, resp))...)
 	}
 	for _, p := range received(ps, rc.trace.id, mark) {
 		if !isProbingOnly(p) && p.space == 2 {
-			t.Pass("non-probing", reqs[3], fmt.Sprintf("A non-probing packet followed %v after the challenge.", p.at.Sub(sent).Round(time.Microsecond)), events(Response, p)...)
+			t.Pass(
+				"non-probing",
+				reqs[3],
+				fmt.Sprintf("A non-probing packet followed %v after the challenge.", p.at.Sub(sent).Round(time.Microsecond)),
+				events(Response, p)...)
 			return
 		}
 	}
-	t.Warn("non-probing", reqs[3], fmt.Sprintf("No non-probing packet (such as one carrying an ACK) followed the challenge within %v; answer a challenge on the active path with a non-probing packet.", (t.PTO()+t.Settle()).Round(time.Millisecond)), events(Trigger, trig)...)
+	t.Warn(
+		"non-probing",
+		reqs[3],
+		fmt.Sprintf(
+			"No non-probing packet (such as one carrying an ACK) followed the challenge within %v; answer a challenge on the active path with a non-probing packet.",
+			(t.PTO()+t.Settle()).Round(time.Millisecond),
+		),
+		events(Trigger, trig)...)
 }
 
 func runPathChallengeSmall(ctx context.Context, t *T) {
@@ -260,14 +319,22 @@ func runPathChallengeSmall(ctx context.Context, t *T) {
 	trig := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: data}}, rawquic.ShortOpts{PadTo: 60})
 	req := t.sc.Requirements[0]
 	if resp := rc.receiveUntil(ctx, t.Settle(), mark, hasFrame[*wire.PathResponseFrame]()); resp != nil {
-		t.Pass("answered", req, fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Pass(
+			"answered",
+			req,
+			fmt.Sprintf("The server answered a PATH_CHALLENGE in a %d-byte datagram.", len(trig.frameNames())+trig.ev.Size),
+			evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
 	// Control: the same challenge in a full-size datagram.
 	m2 := t.mark()
 	ctl := rc.Send1RTT([]wire.Frame{&wire.PathChallengeFrame{Data: [8]byte(randomBytes(8))}}, rawquic.ShortOpts{PadTo: 1200})
 	if resp := rc.receiveUntil(ctx, t.Settle(), m2, hasFrame[*wire.PathResponseFrame]()); resp != nil {
-		t.Fail("answered", req, fmt.Sprintf("The server ignored a PATH_CHALLENGE in a %d-byte packet but answered the same challenge in a 1200-byte datagram.", trig.ev.Size), evidence(events(Trigger, trig, ctl), events(Response, resp))...)
+		t.Fail(
+			"answered",
+			req,
+			fmt.Sprintf("The server ignored a PATH_CHALLENGE in a %d-byte packet but answered the same challenge in a 1200-byte datagram.", trig.ev.Size),
+			evidence(events(Trigger, trig, ctl), events(Response, resp))...)
 		return
 	}
 	t.Inconclusive("The server answered neither the small PATH_CHALLENGE nor a 1200-byte control challenge.", events(Trigger, trig, ctl)...)
@@ -308,7 +375,9 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	})
 	reqs := t.sc.Requirements
 	if resp == nil {
-		t.Inconclusive(fmt.Sprintf("No PATH_RESPONSE to the probe from the new port arrived within %v.", t.Settle().Round(time.Millisecond)), events(Trigger, trig)...)
+		t.Inconclusive(
+			fmt.Sprintf("No PATH_RESPONSE to the probe from the new port arrived within %v.", t.Settle().Round(time.Millisecond)),
+			events(Trigger, trig)...)
 	}
 	rc.Receive(ctx, t.PTO(), nil)
 	ps := received(t.rec.snapshot(), rc.trace.id, mark)
@@ -323,13 +392,21 @@ func runPathProbeNewPort(ctx context.Context, t *T) {
 	}
 	t.Fact("path.probe-new-port", map[string]bool{"server-probed-new-path": challenged, "non-probing-on-new-path": moved})
 	if resp.path != np {
-		t.Fail("path", reqs[0], fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.Paths[np].Local.Port(), rc.Paths[resp.path].Local.Port()), evidence(events(Trigger, trig), events(Response, resp))...)
+		t.Fail(
+			"path",
+			reqs[0],
+			fmt.Sprintf("The PATH_RESPONSE to a challenge from port %d went to port %d instead.", rc.Paths[np].Local.Port(), rc.Paths[resp.path].Local.Port()),
+			evidence(events(Trigger, trig), events(Response, resp))...)
 		return
 	}
 	t.Pass("path", reqs[0], "The PATH_RESPONSE went back to the new port the challenge came from.", evidence(events(Trigger, trig), events(Response, resp))...)
 	if resp.datagram < 1200 {
 		// 1200 bytes received from the new path allow 3600 back.
-		t.Fail("size", reqs[1], fmt.Sprintf("The PATH_RESPONSE on the new path came in a %d-byte datagram although 1200 bytes from that path allow 3600 back.", resp.datagram), events(Response, resp)...)
+		t.Fail(
+			"size",
+			reqs[1],
+			fmt.Sprintf("The PATH_RESPONSE on the new path came in a %d-byte datagram although 1200 bytes from that path allow 3600 back.", resp.datagram),
+			events(Response, resp)...)
 		return
 	}
 	t.Pass("size", reqs[1], fmt.Sprintf("The PATH_RESPONSE datagram was %d bytes.", resp.datagram), events(Response, resp)...)
@@ -349,7 +426,10 @@ func (rc *rawClient) giveSpareCIDs() {
 	}
 	var frames []wire.Frame
 	for s := uint64(1); s < limit; s++ {
-		frames = append(frames, &wire.NewConnectionIDFrame{SequenceNumber: s, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))})
+		frames = append(
+			frames,
+			&wire.NewConnectionIDFrame{SequenceNumber: s, ConnectionID: randomBytes(len(rc.SCID)), StatelessResetToken: [16]byte(randomBytes(16))},
+		)
 	}
 	if len(frames) > 0 {
 		rc.Send1RTT(frames, rawquic.ShortOpts{})
@@ -419,7 +499,11 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 	var onNew, challenges []*packet
 	for _, p := range received(t.rec.snapshot(), rb.rc.trace.id, rb.mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("no-reset", reqs[1], "The server answered packets from the tester's new port with a stateless reset.", evidence(events(Trigger, rb.trig), events(Response, p))...)
+			t.Fail(
+				"no-reset",
+				reqs[1],
+				"The server answered packets from the tester's new port with a stateless reset.",
+				evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 		if p.path == rb.np {
@@ -432,17 +516,37 @@ func runPathNATRebinding(ctx context.Context, t *T) {
 	switch {
 	case len(onNew) == 0 && rb.tp != nil && rb.tp.DisableActiveMigration:
 		t.Fact("path.rebinding", "dropped (disable_active_migration)")
-		t.Pass("follow", reqs[1], "The server, which disabled active migration, dropped the packets from the new port without a stateless reset.", events(Trigger, rb.trig)...)
+		t.Pass(
+			"follow",
+			reqs[1],
+			"The server, which disabled active migration, dropped the packets from the new port without a stateless reset.",
+			events(Trigger, rb.trig)...)
 	case len(onNew) == 0:
 		t.Fact("path.rebinding", "not followed")
 		_, n := t.datagramBytes(rb.rc.onPath(rb.np), false, time.Time{})
-		t.Inconclusive(fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n), events(Trigger, rb.trig)...)
+		t.Inconclusive(
+			fmt.Sprintf("The server sent no packet the tester could open to its new port after the rebinding (%d datagram(s) arrived there).", n),
+			events(Trigger, rb.trig)...)
 	case len(challenges) == 0:
 		t.Fact("path.rebinding", "followed without validation")
-		t.Fail("follow", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
+		t.Fail(
+			"follow",
+			reqs[0],
+			fmt.Sprintf(
+				"The server sent %d packet(s) to the tester's new port but never a PATH_CHALLENGE there.",
+				len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark),
+			),
+			evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 3)...))...)
 	default:
 		t.Fact("path.rebinding", fmt.Sprintf("followed and validated; download complete: %v", rb.complete))
-		t.Pass("follow", reqs[0], fmt.Sprintf("The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.", len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark)), evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
+		t.Pass(
+			"follow",
+			reqs[0],
+			fmt.Sprintf(
+				"The server moved to the tester's new port (%d packets) and validated it with a PATH_CHALLENGE.",
+				len(onNew)+t.rec.droppedSince(rb.rc.trace.id, rb.np, rb.mark),
+			),
+			evidence(events(Trigger, rb.trig), events(Response, challenges[0]))...)
 	}
 }
 
@@ -471,14 +575,27 @@ func runPathChallengeDatagramSize(ctx context.Context, t *T) {
 		in := provenReceived(t.rec.snapshot(), rb.rc.trace.id, rb.mark, rb.np, rb.trig, p.at)
 		out, _ := t.datagramBytes(rb.rc.onPath(rb.np), false, p.at.Add(-time.Nanosecond))
 		if out+1200 <= 3*in {
-			t.Fail("size", req, fmt.Sprintf("The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).", p.datagram, in, out), evidence(events(Trigger, rb.trig), events(Response, p))...)
+			t.Fail(
+				"size",
+				req,
+				fmt.Sprintf(
+					"The server's PATH_CHALLENGE to the new port came in a %d-byte datagram although it had received %d bytes there and sent %d (the 3× allowance had room for 1200).",
+					p.datagram,
+					in,
+					out,
+				),
+				evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 	}
 	if len(seen) == 0 {
 		t.Unsupported("The server never validated the tester's new port.", events(Trigger, rb.trig)...)
 	}
-	t.Pass("size", req, fmt.Sprintf("The server's %d PATH_CHALLENGE datagram(s) on the new path were at least 1200 bytes or within the 3× allowance.", len(seen)), events(Response, seen...)...)
+	t.Pass(
+		"size",
+		req,
+		fmt.Sprintf("The server's %d PATH_CHALLENGE datagram(s) on the new path were at least 1200 bytes or within the 3× allowance.", len(seen)),
+		events(Response, seen...)...)
 }
 
 // provenReceived is how many datagram bytes the server is known to have
@@ -541,9 +658,23 @@ func runPathRebindingAmplification(ctx context.Context, t *T) {
 	case n == 0:
 		t.Inconclusive("The server sent nothing to the new port.", events(Trigger, rb.trig)...)
 	case out > 3*in:
-		t.Fail("limit", req, fmt.Sprintf("The server sent %d bytes in %d datagrams to the tester's unvalidated new port after receiving %d bytes from it (%.2f×); the limit is 3×.", out, n, in, float64(out)/float64(in)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
+		t.Fail(
+			"limit",
+			req,
+			fmt.Sprintf(
+				"The server sent %d bytes in %d datagrams to the tester's unvalidated new port after receiving %d bytes from it (%.2f×); the limit is 3×.",
+				out,
+				n,
+				in,
+				float64(out)/float64(in),
+			),
+			evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
 	default:
-		t.Pass("limit", req, fmt.Sprintf("The server sent %d bytes to the unvalidated new port after receiving %d (%.2f×).", out, in, float64(out)/float64(in)), evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
+		t.Pass(
+			"limit",
+			req,
+			fmt.Sprintf("The server sent %d bytes to the unvalidated new port after receiving %d (%.2f×).", out, in, float64(out)/float64(in)),
+			evidence(events(Trigger, rb.trig), events(Response, lastN(onNew, 4)...))...)
 	}
 }
 
@@ -568,14 +699,25 @@ func runPathOldPathValidated(ctx context.Context, t *T) {
 			followed = true
 		}
 		if p.path == 0 && p.has(wire.FrameTypePathChallenge) {
-			t.Pass("old-path", req, "After the migration the server sent a PATH_CHALLENGE on the previously active path.", evidence(events(Trigger, rb.trig), events(Response, p))...)
+			t.Pass(
+				"old-path",
+				req,
+				"After the migration the server sent a PATH_CHALLENGE on the previously active path.",
+				evidence(events(Trigger, rb.trig), events(Response, p))...)
 			return
 		}
 	}
 	if !followed {
 		t.Inconclusive("The server did not follow the tester to its new port, so there was no migration to answer.", events(Trigger, rb.trig)...)
 	}
-	t.Fail("old-path", req, fmt.Sprintf("The server followed the tester to its new port but sent no PATH_CHALLENGE on the previously active path (still listening) within %v of the move.", window.Round(time.Millisecond)), events(Trigger, rb.trig)...)
+	t.Fail(
+		"old-path",
+		req,
+		fmt.Sprintf(
+			"The server followed the tester to its new port but sent no PATH_CHALLENGE on the previously active path (still listening) within %v of the move.",
+			window.Round(time.Millisecond),
+		),
+		events(Trigger, rb.trig)...)
 }
 
 func runPathMigrationDisabled(ctx context.Context, t *T) {
@@ -598,7 +740,11 @@ func runPathMigrationDisabled(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, mark) {
 		if p.ev.PacketType == "stateless_reset" {
-			t.Fail("no-reset", req, "The server answered packets from a new port with a stateless reset although it still holds the connection.", evidence(events(Trigger, trig...), events(Response, p))...)
+			t.Fail(
+				"no-reset",
+				req,
+				"The server answered packets from a new port with a stateless reset although it still holds the connection.",
+				evidence(events(Trigger, trig...), events(Response, p))...)
 			return
 		}
 	}
@@ -653,17 +799,33 @@ func runPathActiveMigration(ctx context.Context, t *T, newAddr bool) {
 	cidReq := reqCIDNotReused
 	for _, p := range onNew {
 		if len(oldDCID) > 0 && bytes.Equal(p.dcid, oldDCID) {
-			t.Fail("new-cid", cidReq, fmt.Sprintf("On the new path from %v the server still addressed the tester with %x, the connection ID it used on the old path.", trig, oldDCID), events(Response, p)...)
+			t.Fail(
+				"new-cid",
+				cidReq,
+				fmt.Sprintf("On the new path from %v the server still addressed the tester with %x, the connection ID it used on the old path.", trig, oldDCID),
+				events(Response, p)...)
 			return
 		}
 	}
-	t.Pass("new-cid", cidReq, fmt.Sprintf("On the new path from %v the server used connection ID %x, not the old path's %x.", trig, onNew[0].dcid, oldDCID), events(Response, onNew[0])...)
+	t.Pass(
+		"new-cid",
+		cidReq,
+		fmt.Sprintf("On the new path from %v the server used connection ID %x, not the old path's %x.", trig, onNew[0].dcid, oldDCID),
+		events(Response, onNew[0])...)
 	if newAddr {
 		if challenge == nil {
-			t.Fail("validated", reqs[0], fmt.Sprintf("The server sent %d packet(s) to the new address %v but never a PATH_CHALLENGE there.", len(onNew), trig), events(Response, lastN(onNew, 3)...)...)
+			t.Fail(
+				"validated",
+				reqs[0],
+				fmt.Sprintf("The server sent %d packet(s) to the new address %v but never a PATH_CHALLENGE there.", len(onNew), trig),
+				events(Response, lastN(onNew, 3)...)...)
 			return
 		}
-		t.Pass("validated", reqs[0], fmt.Sprintf("The server followed the tester to %v and validated it with a PATH_CHALLENGE.", trig), events(Response, challenge)...)
+		t.Pass(
+			"validated",
+			reqs[0],
+			fmt.Sprintf("The server followed the tester to %v and validated it with a PATH_CHALLENGE.", trig),
+			events(Response, challenge)...)
 	}
 }
 
@@ -686,7 +848,10 @@ func runPathResponseUnsolicited(ctx context.Context, t *T) {
 	}
 	if cl := firstClose(received(ps, c.ID(), mark)); cl != nil {
 		t.Fact("path.unsolicited-response", "close "+closeCode(cl.closeFrame()))
-		t.Observe("reaction", fmt.Sprintf("The server closed with %s on an unsolicited PATH_RESPONSE (allowed).", closeCode(cl.closeFrame())), events(Response, cl)...)
+		t.Observe(
+			"reaction",
+			fmt.Sprintf("The server closed with %s on an unsolicited PATH_RESPONSE (allowed).", closeCode(cl.closeFrame())),
+			events(Response, cl)...)
 		return
 	}
 	for _, pg := range pings {
@@ -723,10 +888,21 @@ func runPathNewTokenAfterValidation(ctx context.Context, t *T) {
 	}
 	m2 := t.mark()
 	if tok := rc.receiveUntil(ctx, t.Settle(), m2, hasFrame[*wire.NewTokenFrame]()); tok != nil {
-		t.Pass("new-token", req, "After validating the tester's new address the server sent a NEW_TOKEN.", evidence(events(Trigger, trig), events(Response, tok))...)
+		t.Pass(
+			"new-token",
+			req,
+			"After validating the tester's new address the server sent a NEW_TOKEN.",
+			evidence(events(Trigger, trig), events(Response, tok))...)
 		return
 	}
-	t.Warn("new-token", req, fmt.Sprintf("The server validated the tester's new address but sent no NEW_TOKEN within %v; send a fresh token for the new address.", t.Settle().Round(time.Millisecond)), events(Trigger, trig, resp)...)
+	t.Warn(
+		"new-token",
+		req,
+		fmt.Sprintf(
+			"The server validated the tester's new address but sent no NEW_TOKEN within %v; send a fresh token for the new address.",
+			t.Settle().Round(time.Millisecond),
+		),
+		events(Trigger, trig, resp)...)
 }
 
 func runPrefAddrFormat(ctx context.Context, t *T) {
@@ -737,14 +913,22 @@ func runPrefAddrFormat(ctx context.Context, t *T) {
 	}
 	reqs := t.sc.Requirements
 	if len(tp.PreferredAddress.ConnectionID) == 0 {
-		t.Fail("cid", reqs[0], "The server's preferred_address carries a zero-length connection ID; the tester would be bound to close with TRANSPORT_PARAMETER_ERROR.")
+		t.Fail(
+			"cid",
+			reqs[0],
+			"The server's preferred_address carries a zero-length connection ID; the tester would be bound to close with TRANSPORT_PARAMETER_ERROR.",
+		)
 		return
 	}
 	if len(c.trace.serverHandshakeSCID()) == 0 {
 		t.Fail("cid", reqs[1], "The server uses a zero-length connection ID and still provides a preferred address.")
 		return
 	}
-	t.Pass("cid", reqs[0], fmt.Sprintf("The preferred_address carries a %d-byte connection ID and a stateless reset token.", len(tp.PreferredAddress.ConnectionID)))
+	t.Pass(
+		"cid",
+		reqs[0],
+		fmt.Sprintf("The preferred_address carries a %d-byte connection ID and a stateless reset token.", len(tp.PreferredAddress.ConnectionID)),
+	)
 }
 
 // Family E: the server's preferred address (RFC 9000 §9.6). The raw client
@@ -753,7 +937,11 @@ func runPrefAddrFormat(ctx context.Context, t *T) {
 
 var (
 	reqPrefAddrProbe   = rfc9000("9.6.2", Must, "The server MUST probe on the path toward the client from its preferred address.")
-	reqPrefAddrNoEarly = rfc9000("9.6.2", Must, "MUST send non-probing packets from its original address until it receives a non-probing packet from the client at its preferred address and until the server has validated the new path.")
+	reqPrefAddrNoEarly = rfc9000(
+		"9.6.2",
+		Must,
+		"MUST send non-probing packets from its original address until it receives a non-probing packet from the client at its preferred address and until the server has validated the new path.",
+	)
 )
 
 // prefAddrPath is the raw client's path towards the server's preferred
@@ -832,7 +1020,9 @@ func (t *T) probePreferred(ctx context.Context) *prefAddrPath {
 		})
 	}
 	if pp.resp == nil {
-		t.Inconclusive(fmt.Sprintf("The server's preferred address %v did not answer three PATH_CHALLENGEs sent to it under the parameter's connection ID.", addr), events(Trigger, pp.probe)...)
+		t.Inconclusive(
+			fmt.Sprintf("The server's preferred address %v did not answer three PATH_CHALLENGEs sent to it under the parameter's connection ID.", addr),
+			events(Trigger, pp.probe)...)
 	}
 	return pp
 }
@@ -846,11 +1036,27 @@ func runPrefAddrMigrate(ctx context.Context, t *T) {
 	rc.Receive(ctx, t.PTO(), func() bool { return pp.challenge(t) != nil })
 	req := t.sc.Requirements[0]
 	if ch := pp.challenge(t); ch != nil {
-		t.Pass("probed", req, fmt.Sprintf("After the tester moved to the preferred address %v, the server probed the path towards it from there (fetch: %d bytes, %v).", pp.addr, len(body), errText(ferr)),
+		t.Pass(
+			"probed",
+			req,
+			fmt.Sprintf(
+				"After the tester moved to the preferred address %v, the server probed the path towards it from there (fetch: %d bytes, %v).",
+				pp.addr,
+				len(body),
+				errText(ferr),
+			),
 			evidence(events(Trigger, pp.probe), events(Response, pp.resp, ch))...)
 		return
 	}
-	t.Fail("probed", req, fmt.Sprintf("The tester validated the preferred address %v and moved its traffic there, but the server never sent a PATH_CHALLENGE from it (fetch: %d bytes, %v).", pp.addr, len(body), errText(ferr)),
+	t.Fail(
+		"probed",
+		req,
+		fmt.Sprintf(
+			"The tester validated the preferred address %v and moved its traffic there, but the server never sent a PATH_CHALLENGE from it (fetch: %d bytes, %v).",
+			pp.addr,
+			len(body),
+			errText(ferr),
+		),
 		evidence(events(Trigger, pp.probe), events(Response, pp.resp))...)
 }
 
@@ -905,11 +1111,27 @@ func runPrefAddrNoEarlySwitch(ctx context.Context, t *T) {
 	t.Fact("prefaddr.early", map[string]int{"from-preferred": len(onPref), "non-probing-from-original": len(onOrig)})
 	req := t.sc.Requirements[0]
 	if bad := firstNonProbing(onPref); bad != nil {
-		t.Fail("original", req, fmt.Sprintf("The server sent a non-probing packet (%v) from its preferred address %v although the tester had sent only probing packets there.", bad.frameNames(), pp.addr),
+		t.Fail(
+			"original",
+			req,
+			fmt.Sprintf(
+				"The server sent a non-probing packet (%v) from its preferred address %v although the tester had sent only probing packets there.",
+				bad.frameNames(),
+				pp.addr,
+			),
 			evidence(events(Trigger, pp.probe), events(Response, bad))...)
 		return
 	}
-	t.Pass("original", req, fmt.Sprintf("For %v of probing only, the server sent %d probing-only packet(s) from its preferred address %v and its %d non-probing packet(s) from the original address.", t.Settle().Round(time.Millisecond), len(onPref), pp.addr, len(onOrig)),
+	t.Pass(
+		"original",
+		req,
+		fmt.Sprintf(
+			"For %v of probing only, the server sent %d probing-only packet(s) from its preferred address %v and its %d non-probing packet(s) from the original address.",
+			t.Settle().Round(time.Millisecond),
+			len(onPref),
+			pp.addr,
+			len(onOrig),
+		),
 		evidence(events(Trigger, pp.probe), events(Response, pp.resp))...)
 }
 
@@ -917,7 +1139,11 @@ func init() {
 	Register(&Scenario{
 		ID: "path-cc-reset-on-address-change", Title: "Congestion control restarts on a new client IP address", Family: "E", Needs: []string{NeedApp, NeedLarge},
 		Requirements: []Requirement{reqCCReset,
-			rfc9000("9.4", May, "the endpoint MAY instead retain its congestion control state and round-trip estimate in those cases instead of reverting to initial values.")},
+			rfc9000(
+				"9.4",
+				May,
+				"the endpoint MAY instead retain its congestion control state and round-trip estimate in those cases instead of reverting to initial values.",
+			)},
 		Run: runPathCCReset,
 	})
 	Register(&Scenario{
@@ -929,8 +1155,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "path-challenge-small-datagram", Title: "PATH_CHALLENGE in a 60-byte datagram", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("8.2.1", MustNot, "endpoints MUST NOT discard datagrams that appear to be too small when they contain PATH_CHALLENGE or PATH_RESPONSE.")},
-		Run:          runPathChallengeSmall,
+		Requirements: []Requirement{
+			rfc9000("8.2.1", MustNot, "endpoints MUST NOT discard datagrams that appear to be too small when they contain PATH_CHALLENGE or PATH_RESPONSE."),
+		},
+		Run: runPathChallengeSmall,
 	})
 	Register(&Scenario{
 		ID: "path-probe-new-port", Title: "Probing packet from a new port", Family: "E", Needs: []string{NeedApp},
@@ -978,13 +1206,21 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "path-response-unsolicited", Title: "PATH_RESPONSE matching no challenge", Family: "E", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("19.18", May, "does not match the content of a PATH_CHALLENGE frame previously sent by the endpoint, the endpoint MAY generate a connection error of type PROTOCOL_VIOLATION.")},
-		Run:          runPathResponseUnsolicited,
+		Requirements: []Requirement{
+			rfc9000(
+				"19.18",
+				May,
+				"does not match the content of a PATH_CHALLENGE frame previously sent by the endpoint, the endpoint MAY generate a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
+		Run: runPathResponseUnsolicited,
 	})
 	Register(&Scenario{
 		ID: "path-new-token-after-validation", Title: "NEW_TOKEN after a new client address is validated", Family: "E", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("9.3", Should, "After verifying a new client address, the server SHOULD send new address validation tokens … to the client.")},
-		Run:          runPathNewTokenAfterValidation,
+		Requirements: []Requirement{
+			rfc9000("9.3", Should, "After verifying a new client address, the server SHOULD send new address validation tokens … to the client."),
+		},
+		Run: runPathNewTokenAfterValidation,
 	})
 	Register(&Scenario{
 		ID: "prefaddr-format", Title: "preferred_address carries a connection ID and token", Family: "E", Needs: []string{NeedApp}, Passive: true,

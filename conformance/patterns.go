@@ -207,7 +207,14 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 	rcv := received(ps, trace.id, mark)
 	for _, p := range rcv {
 		if p.ev.PacketType == "stateless_reset" {
-			return out(Fail, reqNoResetWithState, fmt.Sprintf("The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.", e.Describe, e.codeNames()),
+			return out(
+				Fail,
+				reqNoResetWithState,
+				fmt.Sprintf(
+					"The "+t.who()+" answered %s with a stateless reset although it still held the connection; it must close with %s.",
+					e.Describe,
+					e.codeNames(),
+				),
 				evidence(events(Trigger, trigger...), events(Response, p))...)
 		}
 		if e.StreamErrors {
@@ -225,7 +232,16 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 		if e.AnyCode || cc.Application == e.Application && slices.Contains(e.Codes, cc.ErrorCode) {
 			return out(Pass, e.Req, fmt.Sprintf("The "+t.who()+" closed the connection with %s after %s.", closeCode(cc), e.Describe), evs...)
 		}
-		return out(Warn, reqMostAppropriate, fmt.Sprintf("The "+t.who()+" closed the connection after %s, but with %s instead of %s; use the specific code.", e.Describe, closeCode(cc), e.codeNames()), evs...)
+		return out(
+			Warn,
+			reqMostAppropriate,
+			fmt.Sprintf(
+				"The "+t.who()+" closed the connection after %s, but with %s instead of %s; use the specific code.",
+				e.Describe,
+				closeCode(cc),
+				e.codeNames(),
+			),
+			evs...)
 	}
 	// No close. Did the connection go on?
 	var acked []*packet
@@ -245,14 +261,23 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 		// Handshake-time probes: the connection "goes on" when the
 		// handshake completed; here it did not.
 		if len(rcv) == 0 {
-			return inconclusive(fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe), events(Trigger, trigger...)...)
+			return inconclusive(
+				fmt.Sprintf("The "+t.who()+" sent nothing at all within %v after %s: no close and no handshake.", t.Settle().Round(1e6), e.Describe),
+				events(Trigger, trigger...)...)
 		}
-		return inconclusive(fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe), evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
+		return inconclusive(
+			fmt.Sprintf("The handshake did not complete after %s, but no CONNECTION_CLOSE arrived either.", e.Describe),
+			evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
 	}
 	if len(acked) > 0 {
 		proof, missing := triggerProcessed(ps, trace.id, trigger)
 		if len(trigger) == 0 {
-			o := inconclusive(fmt.Sprintf("The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but the tester saw no packet carrying %s leave.", len(acked)/2, e.Describe),
+			o := inconclusive(
+				fmt.Sprintf(
+					"The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but the tester saw no packet carrying %s leave.",
+					len(acked)/2,
+					e.Describe,
+				),
 				events(Context, acked...)...)
 			o.unprocessed = true
 			return o
@@ -261,14 +286,26 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 			// RFC 9000 §13.1: packets are acknowledged only once
 			// processed. Without an acknowledgment of the trigger, going
 			// on may simply mean the packet was dropped unread.
-			o := inconclusive(fmt.Sprintf("The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but it never acknowledged %s carrying %s, so it may have dropped it unread; going on proves nothing.",
-				len(acked)/2, pnList(missing), e.Describe), evidence(events(Trigger, trigger...), events(Context, acked...))...)
+			o := inconclusive(
+				fmt.Sprintf(
+					"The "+t.who()+" acknowledged %d later PING packet(s) and never closed, but it never acknowledged %s carrying %s, so it may have dropped it unread; going on proves nothing.",
+					len(acked)/2,
+					pnList(missing),
+					e.Describe,
+				),
+				evidence(events(Trigger, trigger...), events(Context, acked...))...)
 			o.unprocessed = true
 			return o
 		}
 		req := e.Req
-		msg := fmt.Sprintf("The "+t.who()+" processed %s (it acknowledged %s), then kept the connection open: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).",
-			e.Describe, pnList(trigger), len(acked)/2, t.Settle().Round(1e6), e.codeNames())
+		msg := fmt.Sprintf(
+			"The "+t.who()+" processed %s (it acknowledged %s), then kept the connection open: it acknowledged %d later PING packet(s) over a %v settle window and never sent CONNECTION_CLOSE (%s expected).",
+			e.Describe,
+			pnList(trigger),
+			len(acked)/2,
+			t.Settle().Round(1e6),
+			e.codeNames(),
+		)
 		if e.GoesOn != nil {
 			if r, m := e.GoesOn(ps, trace.id, mark); m != "" {
 				msg = m
@@ -294,9 +331,13 @@ func (t *T) assessProvoked(trace *connTrace, established bool, mark, end int, e 
 		return out(Fail, req, msg, evs...)
 	}
 	if len(rcv) > 0 {
-		return inconclusive(fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)), evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
+		return inconclusive(
+			fmt.Sprintf("After %s the "+t.who()+" neither closed nor acknowledged the tester's PINGs within %v.", e.Describe, t.Settle().Round(1e6)),
+			evidence(events(Trigger, trigger...), events(Context, lastN(rcv, 3)...))...)
 	}
-	return inconclusive(fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe), evidence(events(Trigger, trigger...), events(Context, pings...))...)
+	return inconclusive(
+		fmt.Sprintf("Nothing came back within %v after %s: no close and no acknowledgment.", t.Settle().Round(1e6), e.Describe),
+		evidence(events(Trigger, trigger...), events(Context, pings...))...)
 }
 
 func lastN(ps []*packet, n int) []*packet {

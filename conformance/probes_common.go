@@ -248,18 +248,44 @@ func (t *T) requireECNSock() {
 
 var (
 	reqGreaseBitAccept = fromKnowledge("RFC 9287", "3", Must, "an endpoint that advertises grease_quic_bit must accept packets with the QUIC bit set to 0.")
-	reqGreaseBitEmpty  = fromKnowledge("RFC 9287", "3", Must, "an endpoint that understands grease_quic_bit treats a non-empty value as a connection error of type TRANSPORT_PARAMETER_ERROR.")
-	reqGreaseBitVaries = fromKnowledge("RFC 9287", "3.1", Should, "an endpoint that receives grease_quic_bit from its peer sets the QUIC bit to an unpredictable value, unless another extension gives the bit a meaning.")
-	reqDgramProtected  = rfc9221("5", Must, "Like STREAM frames, DATAGRAM frames contain application data and MUST be protected with either 0-RTT or 1-RTT keys.")
-	reqDgramPeerLimit  = rfc9221("3", MustNot, "An endpoint MUST NOT send DATAGRAM frames that are larger than the max_datagram_frame_size value it has received from its peer.")
+	reqGreaseBitEmpty  = fromKnowledge(
+		"RFC 9287",
+		"3",
+		Must,
+		"an endpoint that understands grease_quic_bit treats a non-empty value as a connection error of type TRANSPORT_PARAMETER_ERROR.",
+	)
+	reqGreaseBitVaries = fromKnowledge(
+		"RFC 9287",
+		"3.1",
+		Should,
+		"an endpoint that receives grease_quic_bit from its peer sets the QUIC bit to an unpredictable value, unless another extension gives the bit a meaning.",
+	)
+	reqDgramProtected = rfc9221(
+		"5",
+		Must,
+		"Like STREAM frames, DATAGRAM frames contain application data and MUST be protected with either 0-RTT or 1-RTT keys.",
+	)
+	reqDgramPeerLimit = rfc9221(
+		"3",
+		MustNot,
+		"An endpoint MUST NOT send DATAGRAM frames that are larger than the max_datagram_frame_size value it has received from its peer.",
+	)
 )
 
 // Family C: packet and frame validity (docs/scenarios.md).
 
 var (
-	reqFrameNotPermitted = rfc9000("12.4", Must, "An endpoint MUST treat receipt of a frame in a packet type that is not permitted as a connection error of type PROTOCOL_VIOLATION.")
-	reqNoAckBeforeOpen   = rfc9000("13.1", MustNot, "A packet MUST NOT be acknowledged until packet protection has been successfully removed and all frames contained in the packet have been processed.")
-	reqFixedBitDiscard   = rfc9000("17.3.1", Must, "Packets containing a zero value for this bit are not valid packets in this version and MUST be discarded.")
+	reqFrameNotPermitted = rfc9000(
+		"12.4",
+		Must,
+		"An endpoint MUST treat receipt of a frame in a packet type that is not permitted as a connection error of type PROTOCOL_VIOLATION.",
+	)
+	reqNoAckBeforeOpen = rfc9000(
+		"13.1",
+		MustNot,
+		"A packet MUST NOT be acknowledged until packet protection has been successfully removed and all frames contained in the packet have been processed.",
+	)
+	reqFixedBitDiscard = rfc9000("17.3.1", Must, "Packets containing a zero value for this bit are not valid packets in this version and MUST be discarded.")
 )
 
 // unknownFrameType is a frame type the IANA registry lists as unassigned
@@ -289,16 +315,28 @@ func (t *T) discardedPacket(ctx context.Context, rc *rawClient, name string, req
 	}
 	ps := t.rec.snapshot()
 	if a := ackedBy(ps, rc.trace.id, 2, bad.pn); a != nil {
-		t.Fail(name, req, fmt.Sprintf("The server acknowledged %s (packet %d) instead of discarding it.", what, bad.pn), evidence(events(Trigger, bad), events(Response, a))...)
+		t.Fail(
+			name,
+			req,
+			fmt.Sprintf("The server acknowledged %s (packet %d) instead of discarding it.", what, bad.pn),
+			evidence(events(Trigger, bad), events(Response, a))...)
 		return
 	}
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Fail(name, req, fmt.Sprintf("The server closed the connection (%s) after %s; it must discard the packet and go on.", closeCode(cl.closeFrame()), what), evidence(events(Trigger, bad), events(Response, cl))...)
+		t.Fail(
+			name,
+			req,
+			fmt.Sprintf("The server closed the connection (%s) after %s; it must discard the packet and go on.", closeCode(cl.closeFrame()), what),
+			evidence(events(Trigger, bad), events(Response, cl))...)
 		return
 	}
 	for _, pg := range pings {
 		if a := ackedBy(ps, rc.trace.id, 2, pg.pn); a != nil {
-			t.Pass(name, req, fmt.Sprintf("The server never acknowledged %s (packet %d) but acknowledged later PINGs.", what, bad.pn), evidence(events(Trigger, bad), events(Response, a))...)
+			t.Pass(
+				name,
+				req,
+				fmt.Sprintf("The server never acknowledged %s (packet %d) but acknowledged later PINGs.", what, bad.pn),
+				evidence(events(Trigger, bad), events(Response, a))...)
 			return
 		}
 	}
@@ -352,19 +390,59 @@ func (rc *rawClient) stallOn(ctx context.Context, cond func() bool) bool {
 // the raw client, which can send from several sockets.
 
 var (
-	reqCIDLimit          = rfc9000("5.1.1", MustNot, "An endpoint MUST NOT provide more connection IDs than the peer's limit.")
-	reqCIDAccept         = rfc9000("5.1.1", Must, "When an endpoint issues a connection ID, it MUST accept packets that carry this connection ID for the duration of the connection or until its peer invalidates the connection ID")
-	reqPathResponseEcho  = rfc9000("8.2.2", Must, "On receiving a PATH_CHALLENGE frame, an endpoint MUST respond by echoing the data contained in the PATH_CHALLENGE frame in a PATH_RESPONSE frame.")
-	reqPathResponseNoDly = rfc9000("8.2.2", MustNot, "An endpoint MUST NOT delay transmission of a packet containing a PATH_RESPONSE frame unless constrained by congestion control.")
-	reqPathResponseSize  = rfc9000("8.2.2", Must, "An endpoint MUST expand datagrams that contain a PATH_RESPONSE frame to at least the smallest allowed maximum datagram size of 1200 bytes.")
-	reqPathResponsePath  = rfc9000("8.2.2", Must, "A PATH_RESPONSE frame MUST be sent on the network path where the PATH_CHALLENGE frame was received.")
-	reqMigrateFollow     = rfc9000("9.3", Must, "If the recipient permits the migration, it MUST send subsequent packets to the new peer address and MUST initiate path validation")
-	reqMigrateDropNoSR   = rfc9000("9", Must, "the endpoint MUST either drop the incoming packets on that path without generating a Stateless Reset or proceed with path validation and allow the peer to migrate.")
+	reqCIDLimit  = rfc9000("5.1.1", MustNot, "An endpoint MUST NOT provide more connection IDs than the peer's limit.")
+	reqCIDAccept = rfc9000(
+		"5.1.1",
+		Must,
+		"When an endpoint issues a connection ID, it MUST accept packets that carry this connection ID for the duration of the connection or until its peer invalidates the connection ID",
+	)
+	reqPathResponseEcho = rfc9000(
+		"8.2.2",
+		Must,
+		"On receiving a PATH_CHALLENGE frame, an endpoint MUST respond by echoing the data contained in the PATH_CHALLENGE frame in a PATH_RESPONSE frame.",
+	)
+	reqPathResponseNoDly = rfc9000(
+		"8.2.2",
+		MustNot,
+		"An endpoint MUST NOT delay transmission of a packet containing a PATH_RESPONSE frame unless constrained by congestion control.",
+	)
+	reqPathResponseSize = rfc9000(
+		"8.2.2",
+		Must,
+		"An endpoint MUST expand datagrams that contain a PATH_RESPONSE frame to at least the smallest allowed maximum datagram size of 1200 bytes.",
+	)
+	reqPathResponsePath = rfc9000("8.2.2", Must, "A PATH_RESPONSE frame MUST be sent on the network path where the PATH_CHALLENGE frame was received.")
+	reqMigrateFollow    = rfc9000(
+		"9.3",
+		Must,
+		"If the recipient permits the migration, it MUST send subsequent packets to the new peer address and MUST initiate path validation",
+	)
+	reqMigrateDropNoSR = rfc9000(
+		"9",
+		Must,
+		"the endpoint MUST either drop the incoming packets on that path without generating a Stateless Reset or proceed with path validation and allow the peer to migrate.",
+	)
 	reqCIDNotReused      = rfc9000("9.5", MustNot, "Similarly, an endpoint MUST NOT reuse a connection ID when sending to more than one destination address.")
-	reqPathChallengeSize = rfc9000("8.2.1", Must, "MUST expand datagrams that contain a PATH_CHALLENGE frame to at least … 1200 bytes, unless the anti-amplification limit for the path does not permit")
-	reqAmpUnvalidated    = rfc9000("8", Must, "an endpoint MUST limit the amount of data it sends to the unvalidated address to three times the amount of data received from that address.")
-	reqOldPathValidated  = rfc9000("9.3.3", Must, "In response to an apparent migration, endpoints MUST validate the previously active path using a PATH_CHALLENGE frame.")
-	reqCIDLengthInvalid  = rfc9000("19.15", Must, "Values less than 1 and greater than 20 are invalid and MUST be treated as a connection error of type FRAME_ENCODING_ERROR.")
+	reqPathChallengeSize = rfc9000(
+		"8.2.1",
+		Must,
+		"MUST expand datagrams that contain a PATH_CHALLENGE frame to at least … 1200 bytes, unless the anti-amplification limit for the path does not permit",
+	)
+	reqAmpUnvalidated = rfc9000(
+		"8",
+		Must,
+		"an endpoint MUST limit the amount of data it sends to the unvalidated address to three times the amount of data received from that address.",
+	)
+	reqOldPathValidated = rfc9000(
+		"9.3.3",
+		Must,
+		"In response to an apparent migration, endpoints MUST validate the previously active path using a PATH_CHALLENGE frame.",
+	)
+	reqCIDLengthInvalid = rfc9000(
+		"19.15",
+		Must,
+		"Values less than 1 and greater than 20 are invalid and MUST be treated as a connection error of type FRAME_ENCODING_ERROR.",
+	)
 )
 
 // serverHandshakeSCID is the Source Connection ID of the server's first
@@ -406,9 +484,21 @@ const (
 // CE marks under ACK_FREQUENCY), on the raw client.
 
 var (
-	reqRetryTokenShort = rfc9000("8.1.4", Should, "Servers SHOULD ensure that tokens sent in Retry packets are only accepted for a short time, as they are returned immediately by clients.")
-	reqAFReorderWindow = ackFreq("6.2", Should, "SHOULD send an immediate ACK whenever it receives an ack-eliciting, out-of order packet whose packet number is outside the reordering window of the peer")
-	reqAFCEImmediate   = ackFreq("6.3", Should, "an endpoint SHOULD send an immediate acknowledgement when a packet marked with the ECN Congestion Experienced (CE) … is received and the previously received packet was not marked CE.")
+	reqRetryTokenShort = rfc9000(
+		"8.1.4",
+		Should,
+		"Servers SHOULD ensure that tokens sent in Retry packets are only accepted for a short time, as they are returned immediately by clients.",
+	)
+	reqAFReorderWindow = ackFreq(
+		"6.2",
+		Should,
+		"SHOULD send an immediate ACK whenever it receives an ack-eliciting, out-of order packet whose packet number is outside the reordering window of the peer",
+	)
+	reqAFCEImmediate = ackFreq(
+		"6.3",
+		Should,
+		"an endpoint SHOULD send an immediate acknowledgement when a packet marked with the ECN Congestion Experienced (CE) … is received and the previously received packet was not marked CE.",
+	)
 )
 
 // finishedSent returns the tester's Handshake packet that carried its
@@ -426,16 +516,32 @@ func finishedSent(ps []*packet, conn int) *packet {
 
 var (
 	reqHandshakeDone    = rfc9001("4.1.2", Must, "The server MUST send a HANDSHAKE_DONE frame as soon as the handshake is complete.")
-	reqDiscardOtherSCID = rfc9000("7.2", Must, "Once a client has received a valid Initial packet from the server, it MUST discard any subsequent packet it receives on that connection with a different Source Connection ID.")
-	reqDCIDFromFirst    = rfc9000("7.2", Must, "A server MUST set the Destination Connection ID it uses for sending packets based on the first received Initial packet.")
-	reqTPInvalid        = rfc9000("7.4", Must, "An endpoint MUST treat receipt of a transport parameter with an invalid value as a connection error of type TRANSPORT_PARAMETER_ERROR.")
-	reqVNSmallDrop      = rfc9000("5.2.2", Must, "Servers MUST drop smaller packets that specify unsupported versions.")
-	reqVNShould         = rfc9000("5.2.2", Should, "Servers SHOULD respond with a Version Negotiation packet, provided that the datagram is sufficiently long.")
-	reqVNOnce           = rfc9000("17.2.1", MustNot, "A server MUST NOT send more than one Version Negotiation packet in response to a single UDP datagram.")
-	reqVNEchoSCID       = rfc9000("17.2.1", Must, "The server MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field.")
-	reqVNEchoDCID       = rfc9000("17.2.1", Must, "The value for Source Connection ID MUST be copied from the Destination Connection ID of the received packet")
-	reqV2Implements     = rfc("RFC 9369", "3", Must, "Except for a few differences, QUIC version 2 endpoints MUST implement the QUIC version 1 specification")
-	reqV2Negotiated     = rfc("RFC 9369", "4.1", Must, "Both endpoints MUST send Handshake and 1-RTT packets using the negotiated version.")
+	reqDiscardOtherSCID = rfc9000(
+		"7.2",
+		Must,
+		"Once a client has received a valid Initial packet from the server, it MUST discard any subsequent packet it receives on that connection with a different Source Connection ID.",
+	)
+	reqDCIDFromFirst = rfc9000(
+		"7.2",
+		Must,
+		"A server MUST set the Destination Connection ID it uses for sending packets based on the first received Initial packet.",
+	)
+	reqTPInvalid = rfc9000(
+		"7.4",
+		Must,
+		"An endpoint MUST treat receipt of a transport parameter with an invalid value as a connection error of type TRANSPORT_PARAMETER_ERROR.",
+	)
+	reqVNSmallDrop = rfc9000("5.2.2", Must, "Servers MUST drop smaller packets that specify unsupported versions.")
+	reqVNShould    = rfc9000("5.2.2", Should, "Servers SHOULD respond with a Version Negotiation packet, provided that the datagram is sufficiently long.")
+	reqVNOnce      = rfc9000("17.2.1", MustNot, "A server MUST NOT send more than one Version Negotiation packet in response to a single UDP datagram.")
+	reqVNEchoSCID  = rfc9000(
+		"17.2.1",
+		Must,
+		"The server MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field.",
+	)
+	reqVNEchoDCID   = rfc9000("17.2.1", Must, "The value for Source Connection ID MUST be copied from the Destination Connection ID of the received packet")
+	reqV2Implements = rfc("RFC 9369", "3", Must, "Except for a few differences, QUIC version 2 endpoints MUST implement the QUIC version 1 specification")
+	reqV2Negotiated = rfc("RFC 9369", "4.1", Must, "Both endpoints MUST send Handshake and 1-RTT packets using the negotiated version.")
 )
 
 // reservedVersion is a version of the reserved 0x?a?a?a?a form (RFC 9000 §15).
@@ -464,7 +570,9 @@ func (t *T) dialFailure(c *Conn, err error) {
 	ps := received(t.rec.snapshot(), c.trace.id, 0)
 	var vne *quic.VersionNegotiationError
 	if errors.As(err, &vne) {
-		t.Unsupported(fmt.Sprintf("The server answered with Version Negotiation listing %s, which lacks the version the tester offered.", versionList(vne.Theirs)), events(Response, lastN(ps, 1)...)...)
+		t.Unsupported(
+			fmt.Sprintf("The server answered with Version Negotiation listing %s, which lacks the version the tester offered.", versionList(vne.Theirs)),
+			events(Response, lastN(ps, 1)...)...)
 	}
 	if len(ps) == 0 {
 		t.Inconclusive(fmt.Sprintf("The server sent nothing in reply to the tester's Initial (%v).", err))

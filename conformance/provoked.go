@@ -116,7 +116,10 @@ func (o *provokedOutcome) retried(first provokedOutcome) {
 		o.evs = append(events(Trigger, first.trigger...), o.evs...)
 		return
 	}
-	o.sentence += fmt.Sprintf(" (The first trigger, %s, was never acknowledged; this verdict rests on the second, sent in a fresh packet.)", pnList(first.trigger))
+	o.sentence += fmt.Sprintf(
+		" (The first trigger, %s, was never acknowledged; this verdict rests on the second, sent in a fresh packet.)",
+		pnList(first.trigger),
+	)
 }
 
 // carriesTrigger reports whether a packet the tester sent after the mark

@@ -107,7 +107,11 @@ func TestFinalSizeCountedGoesOn(t *testing.T) {
 	j.add(true, 2, 6, 0, &wire.PingFrame{})
 	j.add(false, 2, 3, 0, ack(5, 6), &wire.MaxDataFrame{Maximum: 2 * limit})
 	e := provokedExpectation()
-	e.Req = rfc9000("4.5", Must, "The receiver MUST use the final size of the stream to account for all bytes sent on the stream in its connection-level flow controller.")
+	e.Req = rfc9000(
+		"4.5",
+		Must,
+		"The receiver MUST use the final size of the stream to account for all bytes sent on the stream in its connection-level flow controller.",
+	)
 	e.GoesOn = func(ps []*packet, conn, mark int) (Requirement, string) {
 		return judgeFinalSizeGoesOn(ps, conn, mark, limit)
 	}

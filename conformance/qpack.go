@@ -93,10 +93,28 @@ func judgeSectionAck(v *h3Seen, id uint64) judged {
 	}
 	r := v.response(id)
 	if cc := v.closeOf(); cc != nil {
-		return judged{Inconclusive, fmt.Sprintf("The server closed the connection with %s instead of answering a request whose field section references its dynamic table.", closeCode(cc)), []*packet{v.close}, 0}
+		return judged{
+			Inconclusive,
+			fmt.Sprintf(
+				"The server closed the connection with %s instead of answering a request whose field section references its dynamic table.",
+				closeCode(cc),
+			),
+			[]*packet{v.close},
+			0,
+		}
 	}
 	if r.headers {
-		return judged{Fail, fmt.Sprintf("The server answered the request (status %d) whose field section references its dynamic table, but its decoder stream carried no Section Acknowledgment for stream %d (%d decoder instruction(s) seen).", r.status, id, len(ins)), append(v.carried[id][:1:1], ps...), 0}
+		return judged{
+			Fail,
+			fmt.Sprintf(
+				"The server answered the request (status %d) whose field section references its dynamic table, but its decoder stream carried no Section Acknowledgment for stream %d (%d decoder instruction(s) seen).",
+				r.status,
+				id,
+				len(ins),
+			),
+			append(v.carried[id][:1:1], ps...),
+			0,
+		}
 	}
 	if fa, code, ok := v.streamError(id); ok {
 		return judged{Inconclusive, fmt.Sprintf("The server aborted the request with %s (%s).", describeCode(code), frameString(fa.f)), []*packet{fa.p}, 0}
@@ -110,13 +128,31 @@ func judgeSectionAck(v *h3Seen, id uint64) judged {
 func judgeZeroCapacity(v *h3Seen, ids []uint64) judged {
 	if enc, ps, ok := v.streamOfType(0x02); ok && len(enc) > 0 {
 		ins, _ := parseEncoderStream(enc)
-		return judged{Fail, fmt.Sprintf("The server sent %d byte(s) of encoder instructions (%d parsed) although the tester's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0.", len(enc), len(ins)), ps, 0}
+		return judged{
+			Fail,
+			fmt.Sprintf(
+				"The server sent %d byte(s) of encoder instructions (%d parsed) although the tester's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0.",
+				len(enc),
+				len(ins),
+			),
+			ps,
+			0,
+		}
 	}
 	answered := 0
 	for _, id := range ids {
 		r := v.response(id)
 		if r.headers && r.insertCnt != 0 {
-			return judged{Fail, fmt.Sprintf("The server's response on stream %d has an encoded Required Insert Count of %d although the tester allows no dynamic table.", id, r.insertCnt), v.carried[id][:1], 0}
+			return judged{
+				Fail,
+				fmt.Sprintf(
+					"The server's response on stream %d has an encoded Required Insert Count of %d although the tester allows no dynamic table.",
+					id,
+					r.insertCnt,
+				),
+				v.carried[id][:1],
+				0,
+			}
 		}
 		if r.headers {
 			answered++
@@ -139,7 +175,12 @@ func judgeCapacityRespected(v *h3Seen, ids []uint64, maxCap uint64, blocked int)
 	capOK := judged{Pass, fmt.Sprintf("The server never set a dynamic table capacity above %d (%d encoder instruction(s)).", maxCap, len(ins)), nil, 0}
 	for _, in := range ins {
 		if in.kind == qpackSetCapacity && in.value > maxCap {
-			capOK = judged{Fail, fmt.Sprintf("The server set a dynamic table capacity of %d, above the tester's SETTINGS_QPACK_MAX_TABLE_CAPACITY of %d.", in.value, maxCap), ps, 0}
+			capOK = judged{
+				Fail,
+				fmt.Sprintf("The server set a dynamic table capacity of %d, above the tester's SETTINGS_QPACK_MAX_TABLE_CAPACITY of %d.", in.value, maxCap),
+				ps,
+				0,
+			}
 			break
 		}
 		if in.kind != qpackSetCapacity {
@@ -163,11 +204,43 @@ func judgeCapacityRespected(v *h3Seen, ids []uint64, maxCap uint64, blocked int)
 	out = append(out, namedJudgement{"capacity", capOK})
 	switch {
 	case len(needing) > blocked:
-		out = append(out, namedJudgement{"blocked-streams", judged{Fail, fmt.Sprintf("%d response field sections (streams %s) need dynamic table entries the tester never acknowledged, so all could block its decoder; it allows %d blocked stream(s).", len(needing), strings.Join(needing, ", "), blocked), evs, 1}})
+		out = append(
+			out,
+			namedJudgement{
+				"blocked-streams",
+				judged{
+					Fail,
+					fmt.Sprintf(
+						"%d response field sections (streams %s) need dynamic table entries the tester never acknowledged, so all could block its decoder; it allows %d blocked stream(s).",
+						len(needing),
+						strings.Join(needing, ", "),
+						blocked,
+					),
+					evs,
+					1,
+				},
+			},
+		)
 	case answered == 0:
 		out = append(out, namedJudgement{"blocked-streams", judged{Inconclusive, "The server answered none of the requests.", nil, 1}})
 	default:
-		out = append(out, namedJudgement{"blocked-streams", judged{Pass, fmt.Sprintf("%d of %d response field sections need unacknowledged inserts, within the tester's limit of %d.", len(needing), answered, blocked), evs, 1}})
+		out = append(
+			out,
+			namedJudgement{
+				"blocked-streams",
+				judged{
+					Pass,
+					fmt.Sprintf(
+						"%d of %d response field sections need unacknowledged inserts, within the tester's limit of %d.",
+						len(needing),
+						answered,
+						blocked,
+					),
+					evs,
+					1,
+				},
+			},
+		)
 	}
 	return out, dynamic
 }
@@ -310,7 +383,12 @@ func init() {
 	Register(&Scenario{
 		ID: "qpack-streams-allowed", Title: "QPACK streams allowed when the settings prevent their use", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
-			rfc("RFC 9204", "4.2", Must, "An endpoint MUST allow its peer to create an encoder stream and a decoder stream even if the connection's settings prevent their use."),
+			rfc(
+				"RFC 9204",
+				"4.2",
+				Must,
+				"An endpoint MUST allow its peer to create an encoder stream and a decoder stream even if the connection's settings prevent their use.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "qpack-streams", []uint64{h3.SettingQPACKMaxTableCapacity, 0, h3.SettingQPACKBlockedStreams, 0}, true)
@@ -339,8 +417,17 @@ func init() {
 			t.report("section-ack", judgeSectionAck(v, id))
 		},
 	})
-	registerQPACKProvoked("qpack-entry-too-large", "Insert larger than the dynamic table", []string{NeedH3, NeedQPACKDyn},
-		[]Requirement{qpackReq("3.2.2", Must, "the encoder attempts to add an entry that is larger than the dynamic table capacity; the decoder MUST treat this as a connection error of type QPACK_ENCODER_STREAM_ERROR.")},
+	registerQPACKProvoked(
+		"qpack-entry-too-large",
+		"Insert larger than the dynamic table",
+		[]string{NeedH3, NeedQPACKDyn},
+		[]Requirement{
+			qpackReq(
+				"3.2.2",
+				Must,
+				"the encoder attempts to add an entry that is larger than the dynamic table capacity; the decoder MUST treat this as a connection error of type QPACK_ENCODER_STREAM_ERROR.",
+			),
+		},
 		func(ctx context.Context, t *T) {
 			c, maxCap, _ := t.qpackConn(ctx, "entry-too-large")
 			t.needDynamicTable(maxCap)
@@ -349,15 +436,32 @@ func init() {
 				Describe: fmt.Sprintf("a 200-byte insert into a dynamic table of capacity %d", capacity)}, func() {
 				t.openUni(ctx, c, cat([]byte{0x02}, setCapacity(capacity), insertLiteral("x-quiver", strings.Repeat("q", 160))))
 			})
-		})
-	registerQPACKProvoked("qpack-blocked-streams-exceeded", "More blocked streams than allowed", []string{NeedH3, NeedQPACKDyn},
-		[]Requirement{qpackReq("2.1.2", Must, "If a decoder encounters more blocked streams than it promised to support, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED.")},
+		},
+	)
+	registerQPACKProvoked(
+		"qpack-blocked-streams-exceeded",
+		"More blocked streams than allowed",
+		[]string{NeedH3, NeedQPACKDyn},
+		[]Requirement{
+			qpackReq(
+				"2.1.2",
+				Must,
+				"If a decoder encounters more blocked streams than it promised to support, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED.",
+			),
+		},
 		func(ctx context.Context, t *T) {
 			c, maxCap, blocked := t.qpackConn(ctx, "blocked-streams")
 			t.needDynamicTable(maxCap)
 			n := blocked + 1
 			if bidi := t.serverTP(c).InitialMaxStreamsBidi; bidi < n {
-				t.Inconclusive(fmt.Sprintf("Exceeding the server's %d blocked streams takes %d request streams at once, but its initial_max_streams_bidi is %d.", blocked, n, bidi))
+				t.Inconclusive(
+					fmt.Sprintf(
+						"Exceeding the server's %d blocked streams takes %d request streams at once, but its initial_max_streams_bidi is %d.",
+						blocked,
+						n,
+						bidi,
+					),
+				)
 			}
 			// Required Insert Count 1, Base 1, one Indexed Field Line
 			// for absolute index 0: an insert the tester never sends.
@@ -368,11 +472,20 @@ func init() {
 					t.openRequest(ctx, c, headersFrameOf(section), true)
 				}
 			})
-		})
+		},
+	)
 	registerQPACKProvoked("qpack-invalid-static-index", "Static table index out of range", []string{NeedH3},
 		[]Requirement{
-			qpackReq("3.1", Must, "When the decoder encounters an invalid static table index in a field line representation, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED."),
-			qpackReq("3.1", Must, "If this index is received on the encoder stream, this MUST be treated as a connection error of type QPACK_ENCODER_STREAM_ERROR."),
+			qpackReq(
+				"3.1",
+				Must,
+				"When the decoder encounters an invalid static table index in a field line representation, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED.",
+			),
+			qpackReq(
+				"3.1",
+				Must,
+				"If this index is received on the encoder stream, this MUST be treated as a connection error of type QPACK_ENCODER_STREAM_ERROR.",
+			),
 		},
 		func(ctx context.Context, t *T) {
 			c, maxCap, _ := t.qpackConn(ctx, "field-line")
@@ -384,7 +497,10 @@ func init() {
 				t.openRequest(ctx, c, headersFrameOf(section), true)
 			})
 			if maxCap == 0 {
-				t.Observe("encoder-stream", "The encoder-stream variant was not run: the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0, so it allows no insert.")
+				t.Observe(
+					"encoder-stream",
+					"The encoder-stream variant was not run: the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0, so it allows no insert.",
+				)
 				return
 			}
 			c2, _, _ := t.qpackConn(ctx, "encoder-stream")
@@ -395,8 +511,16 @@ func init() {
 		})
 	registerQPACKProvoked("qpack-invalid-dynamic-reference", "Reference beyond the Required Insert Count", []string{NeedH3},
 		[]Requirement{
-			qpackReq("2.2.3", Must, "that has an absolute index greater than or equal to the declared Required Insert Count … it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED."),
-			qpackReq("4.5.1.1", Must, "If the decoder encounters a value of EncodedInsertCount that could not have been produced by a conformant encoder, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED."),
+			qpackReq(
+				"2.2.3",
+				Must,
+				"that has an absolute index greater than or equal to the declared Required Insert Count … it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED.",
+			),
+			qpackReq(
+				"4.5.1.1",
+				Must,
+				"If the decoder encounters a value of EncodedInsertCount that could not have been produced by a conformant encoder, it MUST treat this as a connection error of type QPACK_DECOMPRESSION_FAILED.",
+			),
 		},
 		func(ctx context.Context, t *T) {
 			c, maxCap, _ := t.qpackConn(ctx, "insert-count")
@@ -408,7 +532,10 @@ func init() {
 				t.openRequest(ctx, c, headersFrameOf(cat(qpackInt(0, 8, enc), []byte{0x00}, qpackInt(0x80, 6, 0))), true)
 			})
 			if maxCap == 0 {
-				t.Observe("reference", "The dynamic-reference variant was not run: the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0, so it allows no insert.")
+				t.Observe(
+					"reference",
+					"The dynamic-reference variant was not run: the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY is 0, so it allows no insert.",
+				)
 				return
 			}
 			c2, _, _ := t.qpackConn(ctx, "reference")
@@ -423,7 +550,13 @@ func init() {
 		})
 	Register(&Scenario{
 		ID: "qpack-zero-capacity-respected", Title: "No dynamic table towards a zero-capacity decoder", Family: "K", Needs: []string{NeedH3}, Passive: true,
-		Requirements: []Requirement{qpackReq("3.2.3", MustNot, "When the maximum table capacity is zero, the encoder MUST NOT insert entries into the dynamic table and MUST NOT send any encoder instructions on the encoder stream.")},
+		Requirements: []Requirement{
+			qpackReq(
+				"3.2.3",
+				MustNot,
+				"When the maximum table capacity is zero, the encoder MUST NOT insert entries into the dynamic table and MUST NOT send any encoder instructions on the encoder stream.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			c := t.h3Start(ctx, "zero-capacity", nil, true)
 			ids := []uint64{t.get(ctx, c, t.profile.SmallPath), t.get(ctx, c, t.profile.SmallPath), t.get(ctx, c, "/")}
@@ -435,7 +568,11 @@ func init() {
 		ID: "qpack-capacity-respected", Title: "The server's encoder within the tester's QPACK limits", Family: "K", Needs: []string{NeedH3},
 		Requirements: []Requirement{
 			qpackReq("3.2.3", MustNot, "The encoder MUST NOT set a dynamic table capacity that exceeds this maximum"),
-			qpackReq("2.1.2", Must, "An encoder MUST limit the number of streams that could become blocked to the value of SETTINGS_QPACK_BLOCKED_STREAMS at all times."),
+			qpackReq(
+				"2.1.2",
+				Must,
+				"An encoder MUST limit the number of streams that could become blocked to the value of SETTINGS_QPACK_BLOCKED_STREAMS at all times.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			// The tester never acknowledges anything on its decoder

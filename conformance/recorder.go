@@ -265,12 +265,33 @@ func (c *connTrace) isStatelessReset(b []byte) bool {
 }
 
 // record builds a packet from decrypted frames. payload is copied.
-func (c *connTrace) record(sent bool, at time.Time, pt wire.PacketType, version uint32, space int, pn uint64, dcid, scid []byte, size, dgram int, payload []byte) *packet {
+func (c *connTrace) record(
+	sent bool,
+	at time.Time,
+	pt wire.PacketType,
+	version uint32,
+	space int,
+	pn uint64,
+	dcid, scid []byte,
+	size, dgram int,
+	payload []byte,
+) *packet {
 	return c.recordMeta(sent, at, pt, version, space, pn, dcid, scid, size, dgram, payload, pktMeta{})
 }
 
 // recordMeta is record with the path, ECN mark and first byte.
-func (c *connTrace) recordMeta(sent bool, at time.Time, pt wire.PacketType, version uint32, space int, pn uint64, dcid, scid []byte, size, dgram int, payload []byte, m pktMeta) *packet {
+func (c *connTrace) recordMeta(
+	sent bool,
+	at time.Time,
+	pt wire.PacketType,
+	version uint32,
+	space int,
+	pn uint64,
+	dcid, scid []byte,
+	size, dgram int,
+	payload []byte,
+	m pktMeta,
+) *packet {
 	p := &packet{at: at, conn: c.id, sent: sent, space: space, pn: pn, datagram: dgram, path: m.path, ecn: m.ecn, firstByte: m.firstByte}
 	p.dcid = append([]byte(nil), dcid...)
 	p.scid = append([]byte(nil), scid...)

@@ -406,7 +406,10 @@ func (t *T) keptEvidenceChecks(checks []CheckResult) []CheckResult {
 			continue
 		}
 		checks[i].Verdict = Inconclusive
-		checks[i].Sentence += fmt.Sprintf(" (Not a fail: the tester's record kept the first packets of each connection in full but summarised %d later bulk packets, which the judge could not see; the evidence it rests on is incomplete.)", dropped)
+		checks[i].Sentence += fmt.Sprintf(
+			" (Not a fail: the tester's record kept the first packets of each connection in full but summarised %d later bulk packets, which the judge could not see; the evidence it rests on is incomplete.)",
+			dropped,
+		)
 	}
 	return checks
 }

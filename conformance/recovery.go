@@ -19,10 +19,26 @@ import (
 // direction, withhold acknowledgments and mark ECN per datagram.
 
 var (
-	reqAckImmediate = rfc9000("13.2.1", Must, "An endpoint MUST acknowledge all ack-eliciting Initial and Handshake packets immediately and all ack-eliciting 0-RTT and 1-RTT packets within its advertised max_ack_delay")
-	reqAckCE        = rfc9000("13.2.1", Should, "packets marked with the ECN Congestion Experienced (CE) codepoint in the IP header SHOULD be acknowledged immediately")
-	reqECNFeedback  = rfc9000("13.4.1", Must, "Even if an endpoint does not set an ECT field in packets it sends, the endpoint MUST provide feedback about ECN markings it receives, if these are accessible.")
-	reqInitialCwnd  = rfc9002("7.2", Should, "Endpoints SHOULD use an initial congestion window of ten times the maximum datagram size … while limiting the window to the larger of 14,720 bytes or twice the maximum datagram size.")
+	reqAckImmediate = rfc9000(
+		"13.2.1",
+		Must,
+		"An endpoint MUST acknowledge all ack-eliciting Initial and Handshake packets immediately and all ack-eliciting 0-RTT and 1-RTT packets within its advertised max_ack_delay",
+	)
+	reqAckCE = rfc9000(
+		"13.2.1",
+		Should,
+		"packets marked with the ECN Congestion Experienced (CE) codepoint in the IP header SHOULD be acknowledged immediately",
+	)
+	reqECNFeedback = rfc9000(
+		"13.4.1",
+		Must,
+		"Even if an endpoint does not set an ECT field in packets it sends, the endpoint MUST provide feedback about ECN markings it receives, if these are accessible.",
+	)
+	reqInitialCwnd = rfc9002(
+		"7.2",
+		Should,
+		"Endpoints SHOULD use an initial congestion window of ten times the maximum datagram size … while limiting the window to the larger of 14,720 bytes or twice the maximum datagram size.",
+	)
 )
 
 // recRaw runs the raw handshake, lets the server's first 1-RTT packets
@@ -160,10 +176,27 @@ func runAckHandshakeImmediate(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("The server acknowledged the tester's Finished in only %d of 3 connections (delays %s).", answered, durations(lags)))
 	}
 	if len(late) >= 2 {
-		t.Fail("immediate", req, fmt.Sprintf("In %d of 3 connections the server's acknowledgment of the tester's Handshake packet (the Finished) lagged the RTT by more than its max_ack_delay of %v (delays %s).", len(late), mad, durations(lags)), events(Response, late...)...)
+		t.Fail(
+			"immediate",
+			req,
+			fmt.Sprintf(
+				"In %d of 3 connections the server's acknowledgment of the tester's Handshake packet (the Finished) lagged the RTT by more than its max_ack_delay of %v (delays %s).",
+				len(late),
+				mad,
+				durations(lags),
+			),
+			events(Response, late...)...)
 		return
 	}
-	t.Pass("immediate", req, fmt.Sprintf("The server acknowledged the tester's Handshake packet (the Finished) at once in at least 2 of 3 connections (delays %s; the server's max_ack_delay is %v).", durations(lags), mad))
+	t.Pass(
+		"immediate",
+		req,
+		fmt.Sprintf(
+			"The server acknowledged the tester's Handshake packet (the Finished) at once in at least 2 of 3 connections (delays %s; the server's max_ack_delay is %v).",
+			durations(lags),
+			mad,
+		),
+	)
 }
 
 // isolatedPings sends n PINGs, each alone in its datagram, gap apart, and
@@ -211,10 +244,29 @@ func runAck1RTTMaxAckDelay(ctx context.Context, t *T) {
 		t.Inconclusive("The server acknowledged none of ten isolated PINGs, although a normal exchange works.")
 	}
 	if len(late) >= 3 {
-		t.Fail("max-ack-delay", req, fmt.Sprintf("%d of 10 isolated PINGs were acknowledged later than 2 × (RTT + max_ack_delay) = %v, or never (delays %s).", len(late), limit.Round(time.Millisecond), durations(delays)), events(Response, late...)...)
+		t.Fail(
+			"max-ack-delay",
+			req,
+			fmt.Sprintf(
+				"%d of 10 isolated PINGs were acknowledged later than 2 × (RTT + max_ack_delay) = %v, or never (delays %s).",
+				len(late),
+				limit.Round(time.Millisecond),
+				durations(delays),
+			),
+			events(Response, late...)...)
 		return
 	}
-	t.Pass("max-ack-delay", req, fmt.Sprintf("%d of 10 isolated PINGs were acknowledged within 2 × (RTT + max_ack_delay) = %v (delays %s; ACK Delay fields %s).", 10-len(late), limit.Round(time.Millisecond), durations(delays), durations(reported)))
+	t.Pass(
+		"max-ack-delay",
+		req,
+		fmt.Sprintf(
+			"%d of 10 isolated PINGs were acknowledged within 2 × (RTT + max_ack_delay) = %v (delays %s; ACK Delay fields %s).",
+			10-len(late),
+			limit.Round(time.Millisecond),
+			durations(delays),
+			durations(reported),
+		),
+	)
 }
 
 func runAckSingleAckOnly(ctx context.Context, t *T) {
@@ -252,7 +304,15 @@ func runAckSingleAckOnly(ctx context.Context, t *T) {
 		}
 		judged++
 		if len(answers) >= 2 {
-			t.Fail("single", req, fmt.Sprintf("The server answered one isolated PING (packet %d) with %d ACK-only packets, with nothing else from the tester in between.", ping.pn, len(answers)), evidence(events(Trigger, ping), events(Response, answers...))...)
+			t.Fail(
+				"single",
+				req,
+				fmt.Sprintf(
+					"The server answered one isolated PING (packet %d) with %d ACK-only packets, with nothing else from the tester in between.",
+					ping.pn,
+					len(answers),
+				),
+				evidence(events(Trigger, ping), events(Response, answers...))...)
 			return
 		}
 	}
@@ -318,7 +378,11 @@ func runAckNotForAckOnly(ctx context.Context, t *T) {
 				return true
 			}
 		}
-		failSentence = fmt.Sprintf("The server sent an ACK-only packet (%d) whose only new acknowledgments were of the tester's ACK-only packets %v.", p.pn, newly[:min(len(newly), 8)])
+		failSentence = fmt.Sprintf(
+			"The server sent an ACK-only packet (%d) whose only new acknowledgments were of the tester's ACK-only packets %v.",
+			p.pn,
+			newly[:min(len(newly), 8)],
+		)
 		failAt = p
 		return false
 	})
@@ -331,7 +395,15 @@ func runAckNotForAckOnly(ctx context.Context, t *T) {
 	if sentAckOnly == 0 {
 		t.Inconclusive("The tester sent no ACK-only packet, so the condition was not provoked.")
 	}
-	t.Pass("ack-only", req, fmt.Sprintf("During the download the tester sent %d ACK-only packets; none of the server's %d ACK-only packets acknowledged only those.", sentAckOnly, serverAckOnly))
+	t.Pass(
+		"ack-only",
+		req,
+		fmt.Sprintf(
+			"During the download the tester sent %d ACK-only packets; none of the server's %d ACK-only packets acknowledged only those.",
+			sentAckOnly,
+			serverAckOnly,
+		),
+	)
 }
 
 // ackSample sends one PING, waits for its acknowledgment and returns the
@@ -379,11 +451,34 @@ func runAckReorderImmediate(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	switch {
 	case pr.late >= 2:
-		t.Warn("gap", req, fmt.Sprintf("A PING sent after a gap of one packet number was acknowledged late in %d of 3 tries (delays %s; max_ack_delay %v): the ACK waited for the delay timer instead of reporting the gap at once.", pr.late, durations(pr.delays), ap.maxAckDelay), events(Trigger, trig...)...)
+		t.Warn(
+			"gap",
+			req,
+			fmt.Sprintf(
+				"A PING sent after a gap of one packet number was acknowledged late in %d of 3 tries (delays %s; max_ack_delay %v): the ACK waited for the delay timer instead of reporting the gap at once.",
+				pr.late,
+				durations(pr.delays),
+				ap.maxAckDelay,
+			),
+			events(Trigger, trig...)...)
 	case pr.prompt >= 2:
-		t.Pass("gap", req, fmt.Sprintf("A PING sent after a gap of one packet number was acknowledged within the RTT + 5 ms in %d of 3 tries (delays %s).", pr.prompt, durations(pr.delays)), events(Trigger, trig...)...)
+		t.Pass(
+			"gap",
+			req,
+			fmt.Sprintf(
+				"A PING sent after a gap of one packet number was acknowledged within the RTT + 5 ms in %d of 3 tries (delays %s).",
+				pr.prompt,
+				durations(pr.delays),
+			),
+			events(Trigger, trig...)...)
 	default:
-		t.Inconclusive(fmt.Sprintf("The acknowledgments of PINGs after a gap were neither clearly prompt nor clearly delayed (delays %s; max_ack_delay %v).", durations(pr.delays), ap.maxAckDelay))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The acknowledgments of PINGs after a gap were neither clearly prompt nor clearly delayed (delays %s; max_ack_delay %v).",
+				durations(pr.delays),
+				ap.maxAckDelay,
+			),
+		)
 	}
 }
 
@@ -411,10 +506,28 @@ func runAckEverySecond(ctx context.Context, t *T) {
 		t.Inconclusive("The server acknowledged none of the 50 PINGs.")
 	}
 	if ratio < 0.4 {
-		t.Warn("ratio", req, fmt.Sprintf("Over five bursts of ten PINGs 2 ms apart the server sent %d packets carrying ACK frames for %d ack-eliciting packets (%.2f per packet; one per two is 0.5).", acks, sent, ratio))
+		t.Warn(
+			"ratio",
+			req,
+			fmt.Sprintf(
+				"Over five bursts of ten PINGs 2 ms apart the server sent %d packets carrying ACK frames for %d ack-eliciting packets (%.2f per packet; one per two is 0.5).",
+				acks,
+				sent,
+				ratio,
+			),
+		)
 		return
 	}
-	t.Pass("ratio", req, fmt.Sprintf("Over five bursts of ten PINGs 2 ms apart the server sent %d packets carrying ACK frames for %d ack-eliciting packets (%.2f per packet).", acks, sent, ratio))
+	t.Pass(
+		"ratio",
+		req,
+		fmt.Sprintf(
+			"Over five bursts of ten PINGs 2 ms apart the server sent %d packets carrying ACK frames for %d ack-eliciting packets (%.2f per packet).",
+			acks,
+			sent,
+			ratio,
+		),
+	)
 }
 
 // ackRatioLater records the ACK ratio once the connection's packet
@@ -444,7 +557,10 @@ func ackRatioLater(ctx context.Context, t *T, rc *rawClient) {
 		return
 	}
 	acks := t.ackPackets(rc.trace.id, m)
-	t.Fact("ack.ratio-above-pn-100", fmt.Sprintf("%d ACK packets for %d ack-eliciting packets numbered above 100 (%.2f)", acks, sent, float64(acks)/float64(sent)))
+	t.Fact(
+		"ack.ratio-above-pn-100",
+		fmt.Sprintf("%d ACK packets for %d ack-eliciting packets numbered above 100 (%.2f)", acks, sent, float64(acks)/float64(sent)),
+	)
 }
 
 // ecnMarker marks the raw client's datagrams: mark chooses the codepoint
@@ -528,9 +644,22 @@ func runAckCEImmediate(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	switch {
 	case pr.late >= 2:
-		t.Warn("ce", req, fmt.Sprintf("A PING marked CE was acknowledged late in %d of 3 tries (delays %s; max_ack_delay %v).", pr.late, durations(pr.delays), ap.maxAckDelay), events(Trigger, trig...)...)
+		t.Warn(
+			"ce",
+			req,
+			fmt.Sprintf(
+				"A PING marked CE was acknowledged late in %d of 3 tries (delays %s; max_ack_delay %v).",
+				pr.late,
+				durations(pr.delays),
+				ap.maxAckDelay,
+			),
+			events(Trigger, trig...)...)
 	case pr.prompt >= 2:
-		t.Pass("ce", req, fmt.Sprintf("A PING marked CE was acknowledged within the RTT + 5 ms in %d of 3 tries (delays %s).", pr.prompt, durations(pr.delays)), events(Trigger, trig...)...)
+		t.Pass(
+			"ce",
+			req,
+			fmt.Sprintf("A PING marked CE was acknowledged within the RTT + 5 ms in %d of 3 tries (delays %s).", pr.prompt, durations(pr.delays)),
+			events(Trigger, trig...)...)
 	default:
 		t.Inconclusive(fmt.Sprintf("The acknowledgments of CE-marked PINGs were neither clearly prompt nor clearly delayed (delays %s).", durations(pr.delays)))
 	}
@@ -548,10 +677,18 @@ func runAckIncludesLargest(ctx context.Context, t *T) {
 		t.Inconclusive("The server sent no ACK frame in 1-RTT packets.")
 	}
 	if len(missing) >= 3 && len(missing)*10 > n {
-		t.Warn("largest", req, fmt.Sprintf("%d of %d ACK frames left out the largest packet number the tester had sent at least one RTT earlier.", len(missing), n), events(Response, missing[:min(len(missing), 4)]...)...)
+		t.Warn(
+			"largest",
+			req,
+			fmt.Sprintf("%d of %d ACK frames left out the largest packet number the tester had sent at least one RTT earlier.", len(missing), n),
+			events(Response, missing[:min(len(missing), 4)]...)...)
 		return
 	}
-	t.Pass("largest", req, fmt.Sprintf("%d of %d ACK frames included the largest packet number the tester had sent at least one RTT earlier.", n-len(missing), n))
+	t.Pass(
+		"largest",
+		req,
+		fmt.Sprintf("%d of %d ACK frames included the largest packet number the tester had sent at least one RTT earlier.", n-len(missing), n),
+	)
 }
 
 // ackLargestCheck returns how many 1-RTT ACK frames the server sent on
@@ -601,7 +738,12 @@ func runECNFeedback(ctx context.Context, t *T) {
 		t.Inconclusive("The server sent no ACK frame in 1-RTT packets.")
 	}
 	if n == 0 {
-		t.Unsupported(fmt.Sprintf("None of the server's %d ACK frames carries ECN counts although every tester packet was marked ECT(0): the server does not read or report ECN.", len(acks)))
+		t.Unsupported(
+			fmt.Sprintf(
+				"None of the server's %d ACK frames carries ECN counts although every tester packet was marked ECT(0): the server does not read or report ECN.",
+				len(acks),
+			),
+		)
 	}
 	// The last ACK frame with counts: ECT(0) must cover every tester
 	// 1-RTT packet it acknowledges, and no more than were sent.
@@ -621,11 +763,31 @@ func runECNFeedback(ctx context.Context, t *T) {
 			}
 		}
 	}
-	t.Fact("ecn.feedback", fmt.Sprintf("ECT(0)=%d ECT(1)=%d CE=%d in the last ACK; %d marked packets acknowledged of %d sent", a.ECT0, a.ECT1, a.ECNCE, ackedMarked, sentMarked))
+	t.Fact(
+		"ecn.feedback",
+		fmt.Sprintf("ECT(0)=%d ECT(1)=%d CE=%d in the last ACK; %d marked packets acknowledged of %d sent", a.ECT0, a.ECT1, a.ECNCE, ackedMarked, sentMarked),
+	)
 	if a.ECT0 < uint64(ackedMarked) || a.ECT0+a.ECT1+a.ECNCE > uint64(sentMarked) {
-		t.Inconclusive(fmt.Sprintf("The server reports ECN counts, but ECT(0)=%d does not match the %d ECT(0)-marked packets it acknowledged (of %d sent); the path may re-mark.", a.ECT0, ackedMarked, sentMarked), events(Response, last.p)...)
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The server reports ECN counts, but ECT(0)=%d does not match the %d ECT(0)-marked packets it acknowledged (of %d sent); the path may re-mark.",
+				a.ECT0,
+				ackedMarked,
+				sentMarked,
+			),
+			events(Response, last.p)...)
 	}
-	t.Pass("feedback", req, fmt.Sprintf("The server's ACK frames carry ECN counts (%d of %d), and the last reports ECT(0)=%d for the %d ECT(0)-marked packets it acknowledged.", n, len(acks), a.ECT0, ackedMarked), events(Response, last.p)...)
+	t.Pass(
+		"feedback",
+		req,
+		fmt.Sprintf(
+			"The server's ACK frames carry ECN counts (%d of %d), and the last reports ECT(0)=%d for the %d ECT(0)-marked packets it acknowledged.",
+			n,
+			len(acks),
+			a.ECT0,
+			ackedMarked,
+		),
+		events(Response, last.p)...)
 }
 
 // onLoopback reports whether the target is on a loopback address, where
@@ -675,11 +837,24 @@ func runECNCEFeedback(ctx context.Context, t *T) {
 	case ackedCE == 0:
 		t.Inconclusive("The server acknowledged none of the CE-marked packets.")
 	case maxCE >= uint64(ackedCE):
-		t.Pass("ce-counted", req, fmt.Sprintf("The server's ECN-CE count reached %d for the %d CE-marked packets it acknowledged.", maxCE, ackedCE), events(Response, lastECN)...)
+		t.Pass(
+			"ce-counted",
+			req,
+			fmt.Sprintf("The server's ECN-CE count reached %d for the %d CE-marked packets it acknowledged.", maxCE, ackedCE),
+			events(Response, lastECN)...)
 	case maxCE == 0 && t.onLoopback():
-		t.Fail("ce-counted", req, fmt.Sprintf("The server reports ECN counts but its ECN-CE count stayed 0 although it acknowledged %d CE-marked packets on loopback, where nothing re-marks.", ackedCE), events(Response, lastECN)...)
+		t.Fail(
+			"ce-counted",
+			req,
+			fmt.Sprintf(
+				"The server reports ECN counts but its ECN-CE count stayed 0 although it acknowledged %d CE-marked packets on loopback, where nothing re-marks.",
+				ackedCE,
+			),
+			events(Response, lastECN)...)
 	default:
-		t.Inconclusive(fmt.Sprintf("The server's ECN-CE count (%d) is below the %d CE-marked packets it acknowledged; the path may re-mark.", maxCE, ackedCE), events(Response, lastECN)...)
+		t.Inconclusive(
+			fmt.Sprintf("The server's ECN-CE count (%d) is below the %d CE-marked packets it acknowledged; the path may re-mark.", maxCE, ackedCE),
+			events(Response, lastECN)...)
 	}
 }
 
@@ -718,9 +893,23 @@ func runECNServerMarks(ctx context.Context, t *T) {
 	case all[1]+all[2]+all[3] == 0:
 		t.Observe("marking", fmt.Sprintf("The server marked none of its packets (%s).", marksString(all)))
 	case late[1]+late[2] > 0:
-		t.Observe("marking", fmt.Sprintf("The server marks its packets and kept marking after the tester reported correct counts (%s; later: %s).", marksString(all), marksString(late)))
+		t.Observe(
+			"marking",
+			fmt.Sprintf(
+				"The server marks its packets and kept marking after the tester reported correct counts (%s; later: %s).",
+				marksString(all),
+				marksString(late),
+			),
+		)
 	default:
-		t.Observe("marking", fmt.Sprintf("The server marked packets early and stopped later although the tester's counts were correct (%s; later: %s).", marksString(all), marksString(late)))
+		t.Observe(
+			"marking",
+			fmt.Sprintf(
+				"The server marked packets early and stopped later although the tester's counts were correct (%s; later: %s).",
+				marksString(all),
+				marksString(late),
+			),
+		)
 	}
 }
 
@@ -764,10 +953,27 @@ func runECNValidationFailure(ctx context.Context, t *T) {
 				ev = append(ev, p)
 			}
 		}
-		t.Fail("disabled", req, fmt.Sprintf("The tester's ACK frames never carried ECN counts, so the server's validation failed, yet %v after its first marked packet it still marked %d packets ECT (%s).", after.Sub(firstMarked).Round(time.Millisecond), late[1]+late[2], marksString(late)), events(Response, lastN(ev, 3)...)...)
+		t.Fail(
+			"disabled",
+			req,
+			fmt.Sprintf(
+				"The tester's ACK frames never carried ECN counts, so the server's validation failed, yet %v after its first marked packet it still marked %d packets ECT (%s).",
+				after.Sub(firstMarked).Round(time.Millisecond),
+				late[1]+late[2],
+				marksString(late),
+			),
+			events(Response, lastN(ev, 3)...)...)
 		return
 	}
-	t.Pass("disabled", req, fmt.Sprintf("The server marked its early packets (%s) and, with the tester's ACK frames carrying no ECN counts, stopped marking (%s after one settle window).", marksString(early), marksString(late)))
+	t.Pass(
+		"disabled",
+		req,
+		fmt.Sprintf(
+			"The server marked its early packets (%s) and, with the tester's ACK frames carrying no ECN counts, stopped marking (%s after one settle window).",
+			marksString(early),
+			marksString(late),
+		),
+	)
 }
 
 // isolatedPingsRaw sends n PINGs gap apart.
@@ -838,7 +1044,9 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 	rc.Flush()
 	rc.Receive(ctx, 100*time.Millisecond, nil)
 	if len(cs) < 3 {
-		t.Inconclusive(fmt.Sprintf("After the tester went silent the server sent %d groups of packets in 3 s; at least two probes are needed.", max(len(cs)-1, 0)))
+		t.Inconclusive(
+			fmt.Sprintf("After the tester went silent the server sent %d groups of packets in 3 s; at least two probes are needed.", max(len(cs)-1, 0)),
+		)
 	}
 	// cs[0] is the rest of the flight; each later group is one PTO's
 	// probes.
@@ -856,7 +1064,15 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 	for _, g := range probes {
 		for _, p := range g {
 			if !p.ackEliciting {
-				t.Fail("ack-eliciting", t.sc.Requirements[1], fmt.Sprintf("A packet the server sent on a PTO (packet %d, %v after the tester went silent) is not ack-eliciting.", p.pn, p.at.Sub(stop).Round(time.Millisecond)), events(Response, p)...)
+				t.Fail(
+					"ack-eliciting",
+					t.sc.Requirements[1],
+					fmt.Sprintf(
+						"A packet the server sent on a PTO (packet %d, %v after the tester went silent) is not ack-eliciting.",
+						p.pn,
+						p.at.Sub(stop).Round(time.Millisecond),
+					),
+					events(Response, p)...)
 				return
 			}
 		}
@@ -867,7 +1083,11 @@ func runRecPTOBackoff(ctx context.Context, t *T) {
 		if float64(intervals[i]) <= 1.2*float64(intervals[i-1]) {
 			flat++
 			if flat >= 3 {
-				t.Fail("backoff", t.sc.Requirements[0], fmt.Sprintf("Three successive probe intervals failed to grow (intervals %s): the PTO period did not double.", durations(intervals)), events(Response, probes[i][0])...)
+				t.Fail(
+					"backoff",
+					t.sc.Requirements[0],
+					fmt.Sprintf("Three successive probe intervals failed to grow (intervals %s): the PTO period did not double.", durations(intervals)),
+					events(Response, probes[i][0])...)
 				return
 			}
 		} else {
@@ -931,11 +1151,27 @@ func runRecServerHandshakeProbe(ctx context.Context, t *T) {
 	t.Fact("pto.schedule", firstFlightSchedule(t.rec.snapshot(), rc.trace.id))
 	switch {
 	case later > 0:
-		t.Pass("probe", req, fmt.Sprintf("After a first flight of %d bytes the server probed %v later (%d more bytes).", flight, probeAt.Round(time.Millisecond), later))
+		t.Pass(
+			"probe",
+			req,
+			fmt.Sprintf("After a first flight of %d bytes the server probed %v later (%d more bytes).", flight, probeAt.Round(time.Millisecond), later),
+		)
 	case room < 1200:
-		t.Pass("probe", req, fmt.Sprintf("The server's first flight of %d bytes used the 3× allowance of the %d bytes it received, so no probe could follow.", flight, sent))
+		t.Pass(
+			"probe",
+			req,
+			fmt.Sprintf("The server's first flight of %d bytes used the 3× allowance of the %d bytes it received, so no probe could follow.", flight, sent),
+		)
 	default:
-		t.Fail("probe", req, fmt.Sprintf("The server sent a first flight of %d bytes, leaving %d bytes of its 3× allowance, and then nothing for 3.2 s: no probe when its PTO (about 1 s) expired.", flight, room), events(Context, lastN(received(t.rec.snapshot(), rc.trace.id, 0), 2)...)...)
+		t.Fail(
+			"probe",
+			req,
+			fmt.Sprintf(
+				"The server sent a first flight of %d bytes, leaving %d bytes of its 3× allowance, and then nothing for 3.2 s: no probe when its PTO (about 1 s) expired.",
+				flight,
+				room,
+			),
+			events(Context, lastN(received(t.rec.snapshot(), rc.trace.id, 0), 2)...)...)
 	}
 }
 
@@ -979,12 +1215,24 @@ func runRecTransferWithLoss(ctx context.Context, t *T) {
 	t.Fact("loss.dropped-datagrams", lp.dropped)
 	t.Fact("loss.transfer-time", took.Round(time.Millisecond).String())
 	if err != nil {
-		t.Inconclusive(fmt.Sprintf("With %d of %d server datagrams dropped the download stalled: %v (%d of %d bytes).", lp.dropped, lp.n, err, got.Len, want.Len))
+		t.Inconclusive(
+			fmt.Sprintf("With %d of %d server datagrams dropped the download stalled: %v (%d of %d bytes).", lp.dropped, lp.n, err, got.Len, want.Len),
+		)
 	}
 	if got != want {
 		t.Inconclusive(fmt.Sprintf("With loss the body differs from the clean download (%v; clean %v).", got, want))
 	}
-	t.Pass("intact", t.sc.Requirements[0], fmt.Sprintf("With %d of %d server 1-RTT datagrams dropped (5 %%, in pairs) the %d-byte resource completed intact in %v.", lp.dropped, lp.n, got.Len, took.Round(time.Millisecond)))
+	t.Pass(
+		"intact",
+		t.sc.Requirements[0],
+		fmt.Sprintf(
+			"With %d of %d server 1-RTT datagrams dropped (5 %%, in pairs) the %d-byte resource completed intact in %v.",
+			lp.dropped,
+			lp.n,
+			got.Len,
+			took.Round(time.Millisecond),
+		),
+	)
 }
 
 // isRetryDatagram reports whether a datagram holds a Retry packet (of any
@@ -1095,7 +1343,12 @@ func judgeLossRounds(rounds []int, lr int, running bool) (lossReaction, string) 
 	prev := rounds[lr]
 	for _, n := range rounds[lr+1:] {
 		if prev > 0 && float64(n)/float64(prev) < 0.8*g {
-			return lossReduced, fmt.Sprintf("the window grew ×%.2f per round before the loss and ×%.2f in the round after round %d", g, float64(n)/float64(prev), lr)
+			return lossReduced, fmt.Sprintf(
+				"the window grew ×%.2f per round before the loss and ×%.2f in the round after round %d",
+				g,
+				float64(n)/float64(prev),
+				lr,
+			)
 		}
 		prev = n
 	}
@@ -1105,7 +1358,12 @@ func judgeLossRounds(rounds []int, lr int, running bool) (lossReaction, string) 
 	if !running || len(rounds) < lr+1+lossWatchRounds {
 		return lossUnknown, "the transfer ended before the rounds after the loss could show the window"
 	}
-	return lossNoAction, fmt.Sprintf("the window grew ×%.2f per round before the loss and at least ×%.2f in each of the %d rounds after it", g, 0.8*g, lossWatchRounds)
+	return lossNoAction, fmt.Sprintf(
+		"the window grew ×%.2f per round before the loss and at least ×%.2f in each of the %d rounds after it",
+		g,
+		0.8*g,
+		lossWatchRounds,
+	)
 }
 
 func runRecLossReducesFlight(ctx context.Context, t *T) {
@@ -1124,7 +1382,17 @@ func runRecLossReducesFlight(ctx context.Context, t *T) {
 		switch r {
 		case lossReduced:
 			t.Fact("loss.flight-per-round", all)
-			t.Pass("reduces", req, fmt.Sprintf("Acknowledging once per %v, with three packets lost in round %d, %s: the server reduced its window (bytes per round: %v).", roundTrip, lr, reason, rounds))
+			t.Pass(
+				"reduces",
+				req,
+				fmt.Sprintf(
+					"Acknowledging once per %v, with three packets lost in round %d, %s: the server reduced its window (bytes per round: %v).",
+					roundTrip,
+					lr,
+					reason,
+					rounds,
+				),
+			)
 			return
 		case lossNoAction:
 			noAction++
@@ -1132,10 +1400,24 @@ func runRecLossReducesFlight(ctx context.Context, t *T) {
 	}
 	t.Fact("loss.flight-per-round", all)
 	if noAction == 3 {
-		t.Fail("reduces", req, fmt.Sprintf("In three connections the server's window went on growing after a reported loss of three packets, with data still to send and credit (%s; bytes per round: %s).", strings.Join(why, "; "), strings.Join(all, "; ")))
+		t.Fail(
+			"reduces",
+			req,
+			fmt.Sprintf(
+				"In three connections the server's window went on growing after a reported loss of three packets, with data still to send and credit (%s; bytes per round: %s).",
+				strings.Join(why, "; "),
+				strings.Join(all, "; "),
+			),
+		)
 		return
 	}
-	t.Inconclusive(fmt.Sprintf("The bytes per round trip do not show whether the server reduced its window after the loss (%s; bytes per round: %s).", strings.Join(why, "; "), strings.Join(all, "; ")))
+	t.Inconclusive(
+		fmt.Sprintf(
+			"The bytes per round trip do not show whether the server reduced its window after the loss (%s; bytes per round: %s).",
+			strings.Join(why, "; "),
+			strings.Join(all, "; "),
+		),
+	)
 }
 
 // isPMTUProbe reports whether p holds only PING and PADDING, as a path MTU
@@ -1218,10 +1500,30 @@ func runRecInitialWindow(ctx context.Context, t *T) {
 	_ = reqSent
 	req := t.sc.Requirements[0]
 	if bytes > iw {
-		t.Warn("initial-window", req, fmt.Sprintf("Before the tester's first 1-RTT acknowledgment the server had %d bytes of ack-eliciting 1-RTT packets in flight (%d packets), above the initial window of %d bytes for its %d-byte datagrams.", bytes, pkts, iw, mds), events(Response, counted...)...)
+		t.Warn(
+			"initial-window",
+			req,
+			fmt.Sprintf(
+				"Before the tester's first 1-RTT acknowledgment the server had %d bytes of ack-eliciting 1-RTT packets in flight (%d packets), above the initial window of %d bytes for its %d-byte datagrams.",
+				bytes,
+				pkts,
+				iw,
+				mds,
+			),
+			events(Response, counted...)...)
 		return
 	}
-	t.Pass("initial-window", req, fmt.Sprintf("Before the tester's first 1-RTT acknowledgment the server had %d bytes of ack-eliciting 1-RTT packets in flight (%d packets), within the initial window of %d bytes for its %d-byte datagrams.", bytes, pkts, iw, mds))
+	t.Pass(
+		"initial-window",
+		req,
+		fmt.Sprintf(
+			"Before the tester's first 1-RTT acknowledgment the server had %d bytes of ack-eliciting 1-RTT packets in flight (%d packets), within the initial window of %d bytes for its %d-byte datagrams.",
+			bytes,
+			pkts,
+			iw,
+			mds,
+		),
+	)
 }
 
 // burstDelay is the path delay the tester emulates in rec-burst-limit by
@@ -1286,7 +1588,13 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	rc.AckOwed[2] = true
 	rc.Flush()
 	if !rc.ResponseDone(req) && !sampled() {
-		t.Inconclusive(fmt.Sprintf("Neither the large resource nor its first %d bytes came within 20 s while the tester acknowledged each packet %v after it arrived.", burstSample, burstDelay))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"Neither the large resource nor its first %d bytes came within 20 s while the tester acknowledged each packet %v after it arrived.",
+				burstSample,
+				burstDelay,
+			),
+		)
 	}
 	arr := rc.Arrivals
 	kernel := len(arr) > 0 && arr[0].Kernel
@@ -1329,12 +1637,40 @@ func runRecBurstLimit(ctx context.Context, t *T) {
 	rq := t.sc.Requirements[0]
 	if over > 1 {
 		if !kernel {
-			t.Inconclusive(fmt.Sprintf("%d bursts exceeded the initial window of %d bytes, but the socket gave no kernel timestamps, so the tester's own scheduling may have bunched them.", over, iw))
+			t.Inconclusive(
+				fmt.Sprintf(
+					"%d bursts exceeded the initial window of %d bytes, but the socket gave no kernel timestamps, so the tester's own scheduling may have bunched them.",
+					over,
+					iw,
+				),
+			)
 		}
-		t.Warn("bursts", rq, fmt.Sprintf("With the tester acknowledging each packet %v after it arrived, %d of %d bursts (datagrams less than 50 µs apart on arrival) exceeded the initial window of %d bytes; the largest was %d bytes.", burstDelay, over, len(bursts), iw, largest))
+		t.Warn(
+			"bursts",
+			rq,
+			fmt.Sprintf(
+				"With the tester acknowledging each packet %v after it arrived, %d of %d bursts (datagrams less than 50 µs apart on arrival) exceeded the initial window of %d bytes; the largest was %d bytes.",
+				burstDelay,
+				over,
+				len(bursts),
+				iw,
+				largest,
+			),
+		)
 		return
 	}
-	t.Pass("bursts", rq, fmt.Sprintf("With the tester acknowledging each packet %v after it arrived, over %d datagrams in %d bursts (arrivals less than 50 µs apart) at most one exceeded the initial window of %d bytes; the largest was %d bytes.", burstDelay, len(arr), len(bursts), iw, largest))
+	t.Pass(
+		"bursts",
+		rq,
+		fmt.Sprintf(
+			"With the tester acknowledging each packet %v after it arrived, over %d datagrams in %d bursts (arrivals less than 50 µs apart) at most one exceeded the initial window of %d bytes; the largest was %d bytes.",
+			burstDelay,
+			len(arr),
+			len(bursts),
+			iw,
+			largest,
+		),
+	)
 }
 
 func runRecBlackhole(ctx context.Context, t *T) {
@@ -1366,7 +1702,15 @@ func runRecBlackhole(ctx context.Context, t *T) {
 		t.Inconclusive(fmt.Sprintf("After a 2 s blackhole the download did not complete: %v (%d bytes).", err, rc.BodyDigest(req).Len))
 	}
 	t.Fact("blackhole.recovered-in", time.Since(end).Round(time.Millisecond).String())
-	t.Pass("recovered", t.sc.Requirements[0], fmt.Sprintf("After 2 s with nothing in either direction the download recovered and completed (%d bytes; first server packet %v after the blackhole).", rc.BodyDigest(req).Len, first.Sub(end).Round(time.Millisecond)))
+	t.Pass(
+		"recovered",
+		t.sc.Requirements[0],
+		fmt.Sprintf(
+			"After 2 s with nothing in either direction the download recovered and completed (%d bytes; first server packet %v after the blackhole).",
+			rc.BodyDigest(req).Len,
+			first.Sub(end).Round(time.Millisecond),
+		),
+	)
 }
 
 func init() {
@@ -1382,18 +1726,36 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "ack-not-for-ack-only", Title: "No ACK-only packet in response to ACK-only packets", Family: "G", Needs: []string{NeedApp, NeedLarge},
-		Requirements: []Requirement{rfc9000("13.2.1", MustNot, "An endpoint MUST NOT send a non-ack-eliciting packet in response to a non-ack-eliciting packet, even if there are packet gaps that precede the received packet.")},
-		Run:          runAckNotForAckOnly,
+		Requirements: []Requirement{
+			rfc9000(
+				"13.2.1",
+				MustNot,
+				"An endpoint MUST NOT send a non-ack-eliciting packet in response to a non-ack-eliciting packet, even if there are packet gaps that precede the received packet.",
+			),
+		},
+		Run: runAckNotForAckOnly,
 	})
 	Register(&Scenario{
 		ID: "ack-single-ack-only-response", Title: "At most one ACK-only packet per ack-eliciting packet", Family: "G", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("13.2.1", MustNot, "Since packets containing only ACK frames are not congestion controlled, an endpoint MUST NOT send more than one such packet in response to receiving an ack-eliciting packet.")},
-		Run:          runAckSingleAckOnly,
+		Requirements: []Requirement{
+			rfc9000(
+				"13.2.1",
+				MustNot,
+				"Since packets containing only ACK frames are not congestion controlled, an endpoint MUST NOT send more than one such packet in response to receiving an ack-eliciting packet.",
+			),
+		},
+		Run: runAckSingleAckOnly,
 	})
 	Register(&Scenario{
 		ID: "ack-reorder-immediate", Title: "A gap in packet numbers is acknowledged at once", Family: "G", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("13.2.1", Should, "an endpoint SHOULD generate and send an ACK frame without delay when it receives an ack-eliciting packet either … there are missing packets between that packet and this packet.")},
-		Run:          runAckReorderImmediate,
+		Requirements: []Requirement{
+			rfc9000(
+				"13.2.1",
+				Should,
+				"an endpoint SHOULD generate and send an ACK frame without delay when it receives an ack-eliciting packet either … there are missing packets between that packet and this packet.",
+			),
+		},
+		Run: runAckReorderImmediate,
 	})
 	Register(&Scenario{
 		ID: "ack-every-second-packet", Title: "An ACK for every two ack-eliciting packets", Family: "G", Needs: []string{NeedApp},
@@ -1407,8 +1769,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "ack-includes-largest", Title: "ACK frames include the largest packet number received", Family: "G", Needs: []string{NeedApp}, Passive: true,
-		Requirements: []Requirement{rfc9000("13.2.3", Should, "A receiver SHOULD include an ACK Range containing the largest received packet number in every ACK frame.")},
-		Run:          runAckIncludesLargest,
+		Requirements: []Requirement{
+			rfc9000("13.2.3", Should, "A receiver SHOULD include an ACK Range containing the largest received packet number in every ACK frame."),
+		},
+		Run: runAckIncludesLargest,
 	})
 	Register(&Scenario{
 		ID: "ecn-feedback", Title: "ECN counts for ECT(0)-marked packets", Family: "G", Needs: []string{NeedApp},
@@ -1422,8 +1786,14 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "ecn-server-marks", Title: "ECN marking of the server's packets", Family: "G", Needs: []string{NeedApp}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("13.4.2.2", May, "Upon successful validation, an endpoint MAY continue to set an ECT codepoint in subsequent packets it sends, with the expectation that the path is ECN capable.")},
-		Run:          runECNServerMarks,
+		Requirements: []Requirement{
+			rfc9000(
+				"13.4.2.2",
+				May,
+				"Upon successful validation, an endpoint MAY continue to set an ECT codepoint in subsequent packets it sends, with the expectation that the path is ECN capable.",
+			),
+		},
+		Run: runECNServerMarks,
 	})
 	Register(&Scenario{
 		ID: "ecn-validation-failure-disables", Title: "ECN disabled when validation fails", Family: "G", Needs: []string{NeedApp},
@@ -1433,20 +1803,30 @@ func init() {
 	Register(&Scenario{
 		ID: "rec-pto-backoff", Title: "PTO probes are ack-eliciting and back off", Family: "G", Needs: []string{NeedApp, NeedLarge}, Long: true,
 		Requirements: []Requirement{
-			rfc9002("6.2.1", Must, "When a PTO timer expires, the PTO backoff MUST be increased, resulting in the PTO period being set to twice its current value."),
+			rfc9002(
+				"6.2.1",
+				Must,
+				"When a PTO timer expires, the PTO backoff MUST be increased, resulting in the PTO period being set to twice its current value.",
+			),
 			rfc9002("6.2.4", Must, "All probe packets sent on a PTO MUST be ack-eliciting."),
 		},
 		Run: runRecPTOBackoff,
 	})
 	Register(&Scenario{
 		ID: "rec-server-handshake-probe", Title: "The server probes during the handshake", Family: "G", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9002("6.2.4", Must, "When a PTO timer expires, a sender MUST send at least one ack-eliciting packet in the packet number space as a probe.")},
-		Run:          runRecServerHandshakeProbe,
+		Requirements: []Requirement{
+			rfc9002("6.2.4", Must, "When a PTO timer expires, a sender MUST send at least one ack-eliciting packet in the packet number space as a probe."),
+		},
+		Run: runRecServerHandshakeProbe,
 	})
 	Register(&Scenario{
 		ID: "rec-transfer-with-loss", Title: "A transfer completes through 5 % loss", Family: "G", Needs: []string{NeedApp, NeedLarge}, Long: true, PassOnly: true,
 		Requirements: []Requirement{
-			rfc9000("13.3", Descriptive, "Application data sent in STREAM frames is retransmitted in new STREAM frames unless the endpoint has sent a RESET_STREAM for that stream."),
+			rfc9000(
+				"13.3",
+				Descriptive,
+				"Application data sent in STREAM frames is retransmitted in new STREAM frames unless the endpoint has sent a RESET_STREAM for that stream.",
+			),
 			rfc9002("6.2", Descriptive, "A PTO enables a connection to recover from loss of tail packets or acknowledgments."),
 		},
 		Run: runRecTransferWithLoss,

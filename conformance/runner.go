@@ -305,7 +305,14 @@ func runOne(ctx context.Context, prof *Profile, sc *Scenario, opts Options) Resu
 	t.mu.Unlock()
 	switch {
 	case overran:
-		checks = append(checks, CheckResult{Name: "deadline", Verdict: Errored, Sentence: fmt.Sprintf("The scenario did not stop within %v of its %v deadline; the tester abandoned it.", grace, sc.budget(opts))})
+		checks = append(
+			checks,
+			CheckResult{
+				Name:     "deadline",
+				Verdict:  Errored,
+				Sentence: fmt.Sprintf("The scenario did not stop within %v of its %v deadline; the tester abandoned it.", grace, sc.budget(opts)),
+			},
+		)
 		errMsg = "scenario overran its deadline"
 	case panicMsg != "":
 		checks = append(checks, CheckResult{Name: "tester", Verdict: Errored, Sentence: "The tester panicked; this says nothing about the target."})

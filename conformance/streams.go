@@ -47,18 +47,35 @@ func runStopSendingReset(ctx context.Context, t *T) {
 	s := rc.Stream(req.ID)
 	if reset == nil {
 		if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-			t.Check("reset", Inconclusive, must, fmt.Sprintf("The server closed the connection (%s) instead of resetting the stream.", closeCode(cl.closeFrame())), append(trig, events(Response, cl)...)...)
+			t.Check(
+				"reset",
+				Inconclusive,
+				must,
+				fmt.Sprintf("The server closed the connection (%s) instead of resetting the stream.", closeCode(cl.closeFrame())),
+				append(trig, events(Response, cl)...)...)
 			return
 		}
 		if s != nil && s.Fin {
 			t.Check("reset", Inconclusive, must, "The server had already sent the whole response (FIN), so the stream had left the Send state.", trig...)
 			return
 		}
-		t.Fail("reset", must, fmt.Sprintf("The server sent no RESET_STREAM within %v of STOP_SENDING for stream %d, whose response was held in the Send state by flow control; answer STOP_SENDING with RESET_STREAM.", t.Settle().Round(time.Millisecond), req.ID), trig...)
+		t.Fail(
+			"reset",
+			must,
+			fmt.Sprintf(
+				"The server sent no RESET_STREAM within %v of STOP_SENDING for stream %d, whose response was held in the Send state by flow control; answer STOP_SENDING with RESET_STREAM.",
+				t.Settle().Round(time.Millisecond),
+				req.ID,
+			),
+			trig...)
 		return
 	}
 	t.Fact("stream.stop-sending-reset-code", fmt.Sprintf("0x%x", rs.ErrorCode))
-	t.Pass("reset", must, fmt.Sprintf("The server answered STOP_SENDING with RESET_STREAM for stream %d (final size %d).", req.ID, rs.FinalSize), append(trig, events(Response, reset)...)...)
+	t.Pass(
+		"reset",
+		must,
+		fmt.Sprintf("The server answered STOP_SENDING with RESET_STREAM for stream %d (final size %d).", req.ID, rs.FinalSize),
+		append(trig, events(Response, reset)...)...)
 	if rs.ErrorCode == code {
 		t.Pass("code", copyCode, fmt.Sprintf("The RESET_STREAM carries the STOP_SENDING error code 0x%x.", code), events(Response, reset)...)
 	} else {
@@ -157,11 +174,37 @@ func runStreamLimitRaised(ctx context.Context, t *T) {
 	r := t.sc.Requirements[0]
 	switch {
 	case firstRaise == nil:
-		t.Observe("raised", fmt.Sprintf("The server never raised its bidirectional stream limit of %d, not even after STREAMS_BLOCKED; %d of %d requests completed.", limit, done, total), events(Trigger, blocked)...)
+		t.Observe(
+			"raised",
+			fmt.Sprintf(
+				"The server never raised its bidirectional stream limit of %d, not even after STREAMS_BLOCKED; %d of %d requests completed.",
+				limit,
+				done,
+				total,
+			),
+			events(Trigger, blocked)...)
 	case blocked == nil || firstRaise.at.Before(blocked.at):
-		t.Pass("raised", r, fmt.Sprintf("The server raised its bidirectional stream limit from %d to %d with MAX_STREAMS as streams completed, without waiting for STREAMS_BLOCKED; %d of %d requests completed.", limit, allowed, done, total), events(Response, firstRaise)...)
+		t.Pass(
+			"raised",
+			r,
+			fmt.Sprintf(
+				"The server raised its bidirectional stream limit from %d to %d with MAX_STREAMS as streams completed, without waiting for STREAMS_BLOCKED; %d of %d requests completed.",
+				limit,
+				allowed,
+				done,
+				total,
+			),
+			events(Response, firstRaise)...)
 	default:
-		t.Fail("raised", r, fmt.Sprintf("The server sent MAX_STREAMS only after the tester's STREAMS_BLOCKED, although %d streams had completed for %v before; advertise credit as streams close.", done, t.Settle().Round(time.Millisecond)), evidence(events(Trigger, blocked), events(Response, firstRaise))...)
+		t.Fail(
+			"raised",
+			r,
+			fmt.Sprintf(
+				"The server sent MAX_STREAMS only after the tester's STREAMS_BLOCKED, although %d streams had completed for %v before; advertise credit as streams close.",
+				done,
+				t.Settle().Round(time.Millisecond),
+			),
+			evidence(events(Trigger, blocked), events(Response, firstRaise))...)
 	}
 }
 
@@ -276,11 +319,23 @@ func judgeServerStreams(c connRecord) (string, []*packet) {
 			switch id % 4 {
 			case 1:
 				if id/4 >= bidi {
-					return fmt.Sprintf("the server opened bidirectional stream %d, beyond the tester's limit of %d server bidirectional streams.", id, bidi), []*packet{p}
+					return fmt.Sprintf(
+							"the server opened bidirectional stream %d, beyond the tester's limit of %d server bidirectional streams.",
+							id,
+							bidi,
+						), []*packet{
+							p,
+						}
 				}
 			case 3:
 				if id/4 >= uni {
-					return fmt.Sprintf("the server opened unidirectional stream %d, beyond the tester's limit of %d server unidirectional streams.", id, uni), []*packet{p}
+					return fmt.Sprintf(
+							"the server opened unidirectional stream %d, beyond the tester's limit of %d server unidirectional streams.",
+							id,
+							uni,
+						), []*packet{
+							p,
+						}
 				}
 			}
 		}
@@ -341,8 +396,22 @@ func runStreamServerRespectsLimits(ctx context.Context, t *T) {
 		}
 	}
 	t.Fact("streams.server-opened", len(opened))
-	t.judgeOwn("limits", t.sc.Requirements[0], judgeServerStreams, fmt.Sprintf("the server opened no stream beyond the tester's limits (bidirectional %d, unidirectional %d on the active connection)", tp.InitialMaxStreamsBidi, tp.InitialMaxStreamsUni))
-	t.judgeOwn("stream-state", t.sc.Requirements[1], judgeServerStreamState, "the server sent no STREAM frame on a client unidirectional stream or on a client stream the tester had not opened")
+	t.judgeOwn(
+		"limits",
+		t.sc.Requirements[0],
+		judgeServerStreams,
+		fmt.Sprintf(
+			"the server opened no stream beyond the tester's limits (bidirectional %d, unidirectional %d on the active connection)",
+			tp.InitialMaxStreamsBidi,
+			tp.InitialMaxStreamsUni,
+		),
+	)
+	t.judgeOwn(
+		"stream-state",
+		t.sc.Requirements[1],
+		judgeServerStreamState,
+		"the server sent no STREAM frame on a client unidirectional stream or on a client stream the tester had not opened",
+	)
 }
 
 // Family D, stream delivery (docs/scenarios.md): requests whose bytes reach
@@ -390,11 +459,20 @@ func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawq
 	resp := packetsOf(framesOf[*wire.StreamFrame](ps, rc.trace.id, mark, false))
 	r := t.sc.Requirements[0]
 	if done {
-		t.Pass(check, r, fmt.Sprintf("The server reassembled the request sent as %s and answered it (%d bytes).", what, len(body)), evidence(events(Trigger, trig...), events(Response, lastN(resp, 2)...))...)
+		t.Pass(
+			check,
+			r,
+			fmt.Sprintf("The server reassembled the request sent as %s and answered it (%d bytes).", what, len(body)),
+			evidence(events(Trigger, trig...), events(Response, lastN(resp, 2)...))...)
 		return
 	}
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
-		t.Check(check, Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) after %s, so the reassembly could not be judged.", closeCode(cl.closeFrame()), what), evidence(events(Trigger, trig...), events(Response, cl))...)
+		t.Check(
+			check,
+			Inconclusive,
+			r,
+			fmt.Sprintf("The server closed the connection (%s) after %s, so the reassembly could not be judged.", closeCode(cl.closeFrame()), what),
+			evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	allAcked := true
@@ -404,10 +482,24 @@ func (t *T) reorderedRequest(ctx context.Context, check string, split func(*rawq
 		}
 	}
 	if allAcked && rc.healthy(ctx) {
-		t.Fail(check, r, fmt.Sprintf("The server acknowledged every packet of %s and the connection stays healthy, yet it never answered the request (%d response bytes after %v); reassemble stream data by offset before delivering it.", what, len(body), t.Settle().Round(time.Millisecond)), events(Trigger, trig...)...)
+		t.Fail(
+			check,
+			r,
+			fmt.Sprintf(
+				"The server acknowledged every packet of %s and the connection stays healthy, yet it never answered the request (%d response bytes after %v); reassemble stream data by offset before delivering it.",
+				what,
+				len(body),
+				t.Settle().Round(time.Millisecond),
+			),
+			events(Trigger, trig...)...)
 		return
 	}
-	t.Check(check, Inconclusive, r, fmt.Sprintf("The request sent as %s got no complete answer, but the server did not acknowledge all its packets or stopped answering PINGs.", what), events(Trigger, trig...)...)
+	t.Check(
+		check,
+		Inconclusive,
+		r,
+		fmt.Sprintf("The request sent as %s got no complete answer, but the server did not acknowledge all its packets or stopped answering PINGs.", what),
+		events(Trigger, trig...)...)
 }
 
 // serverStreamErrors returns the RESET_STREAM and STOP_SENDING frames the
@@ -449,16 +541,29 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 	if cl := firstClose(received(ps, rc.trace.id, mark)); cl != nil {
 		cc := cl.closeFrame()
 		if !cc.Application && cc.ErrorCode == uint64(wire.StreamStateError) {
-			t.Fail("implicit", r, "The server closed with STREAM_STATE_ERROR when the tester used streams 0 and 4 after stream 8; opening stream 8 opens every lower client bidirectional stream.", evidence(events(Trigger, trig...), events(Response, cl))...)
+			t.Fail(
+				"implicit",
+				r,
+				"The server closed with STREAM_STATE_ERROR when the tester used streams 0 and 4 after stream 8; opening stream 8 opens every lower client bidirectional stream.",
+				evidence(events(Trigger, trig...), events(Response, cl))...)
 			return
 		}
-		t.Check("implicit", Inconclusive, r, fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)), evidence(events(Trigger, trig...), events(Response, cl))...)
+		t.Check(
+			"implicit",
+			Inconclusive,
+			r,
+			fmt.Sprintf("The server closed the connection (%s) during the requests on streams 8, 0 and 4.", closeCode(cc)),
+			evidence(events(Trigger, trig...), events(Response, cl))...)
 		return
 	}
 	answered := func(req *rawquic.Request) bool { return rc.ResponseDone(req) }
 	for _, i := range []int{1, 2} {
 		if errs := serverStreamErrors(ps, rc.trace.id, mark, reqs[i].ID); len(errs) > 0 && !answered(reqs[i]) {
-			t.Fail("implicit", r, fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].ID), evidence(events(Trigger, trig...), events(Response, errs...))...)
+			t.Fail(
+				"implicit",
+				r,
+				fmt.Sprintf("The server rejected the request on stream %d (RESET_STREAM or STOP_SENDING) after stream 8 had opened it implicitly.", reqs[i].ID),
+				evidence(events(Trigger, trig...), events(Response, errs...))...)
 			return
 		}
 	}
@@ -466,9 +571,18 @@ func runStreamImplicitOpen(ctx context.Context, t *T) {
 	case answered(reqs[0]) && answered(reqs[1]) && answered(reqs[2]):
 		t.Pass("implicit", r, "The server answered the requests on streams 8, 0 and 4, sent in that order.", events(Trigger, trig...)...)
 	case answered(reqs[0]):
-		t.Fail("implicit", r, "The server answered the request on stream 8 but not those on streams 0 and 4 that stream 8 opened implicitly.", events(Trigger, trig...)...)
+		t.Fail(
+			"implicit",
+			r,
+			"The server answered the request on stream 8 but not those on streams 0 and 4 that stream 8 opened implicitly.",
+			events(Trigger, trig...)...)
 	default:
-		t.Check("implicit", Inconclusive, r, "The server answered none of the requests on streams 8, 0 and 4 within the settle window.", events(Trigger, trig...)...)
+		t.Check(
+			"implicit",
+			Inconclusive,
+			r,
+			"The server answered none of the requests on streams 8, 0 and 4 within the settle window.",
+			events(Trigger, trig...)...)
 	}
 }
 
@@ -493,14 +607,29 @@ func runStreamOverlapDifferent(ctx context.Context, t *T) {
 	case cl != nil:
 		cc := cl.closeFrame()
 		t.Fact("stream.overlap-reaction", "close "+closeCode(cc))
-		t.Observe("overlap", fmt.Sprintf("The server closed the connection with %s on overlapping bytes that differ (%q, then %q).", closeCode(cc), bad, req.Frame.Data[:3]), append(trig, events(Response, cl)...)...)
+		t.Observe(
+			"overlap",
+			fmt.Sprintf("The server closed the connection with %s on overlapping bytes that differ (%q, then %q).", closeCode(cc), bad, req.Frame.Data[:3]),
+			append(trig, events(Response, cl)...)...)
 	case done && bytes.Equal(body, ref):
 		t.Fact("stream.overlap-reaction", "took the later bytes")
-		t.Observe("overlap", fmt.Sprintf("The server answered the request correctly: it took the later bytes %q over the first %q.", req.Frame.Data[:3], bad), trig...)
+		t.Observe(
+			"overlap",
+			fmt.Sprintf("The server answered the request correctly: it took the later bytes %q over the first %q.", req.Frame.Data[:3], bad),
+			trig...)
 	default:
 		t.Fact("stream.overlap-reaction", "kept the first bytes")
 		errs := serverStreamErrors(ps, rc.trace.id, mark, req.ID)
-		t.Observe("overlap", fmt.Sprintf("The server did not answer the request correctly (%d bytes, complete %v, %d stream errors): it kept the first bytes %q.", len(body), done, len(errs), bad), append(trig, events(Response, errs...)...)...)
+		t.Observe(
+			"overlap",
+			fmt.Sprintf(
+				"The server did not answer the request correctly (%d bytes, complete %v, %d stream errors): it kept the first bytes %q.",
+				len(body),
+				done,
+				len(errs),
+				bad,
+			),
+			append(trig, events(Response, errs...)...)...)
 	}
 }
 
@@ -569,11 +698,30 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 	case len(wrong) > 0:
 		// The requirement is descriptive, so the catalogue allows only
 		// pass or inconclusive; the streams with a wrong body are named.
-		t.Check("multiplex", Inconclusive, r, fmt.Sprintf("Streams %v completed with content different from the control fetch of %s.", wrong, t.profile.SmallPath), events(Trigger, trig...)...)
+		t.Check(
+			"multiplex",
+			Inconclusive,
+			r,
+			fmt.Sprintf("Streams %v completed with content different from the control fetch of %s.", wrong, t.profile.SmallPath),
+			events(Trigger, trig...)...)
 	case len(stalled) > 0:
-		t.Check("multiplex", Inconclusive, r, fmt.Sprintf("Of %d interleaved requests, those on streams %v did not complete within %v.", n, stalled, t.Settle().Round(time.Millisecond)), events(Trigger, trig...)...)
+		t.Check(
+			"multiplex",
+			Inconclusive,
+			r,
+			fmt.Sprintf("Of %d interleaved requests, those on streams %v did not complete within %v.", n, stalled, t.Settle().Round(time.Millisecond)),
+			events(Trigger, trig...)...)
 	default:
-		t.Pass("multiplex", r, fmt.Sprintf("All %d interleaved requests completed with FIN and the same content as the control fetch; the server switched streams %d times over %d STREAM frames.", n, switches, len(order)), events(Trigger, trig...)...)
+		t.Pass(
+			"multiplex",
+			r,
+			fmt.Sprintf(
+				"All %d interleaved requests completed with FIN and the same content as the control fetch; the server switched streams %d times over %d STREAM frames.",
+				n,
+				switches,
+				len(order),
+			),
+			events(Trigger, trig...)...)
 	}
 }
 
@@ -581,7 +729,11 @@ func runStreamMultiplex(ctx context.Context, t *T) {
 // chosen so that the tester's engine has not used them: the scenarios
 // inject raw frames and never open streams through the engine first.
 
-var reqStreamStateSTREAM = rfc9000("19.8", Must, "MUST terminate the connection with error STREAM_STATE_ERROR if it receives a STREAM frame for a locally initiated stream that has not yet been created, or for a send-only stream.")
+var reqStreamStateSTREAM = rfc9000(
+	"19.8",
+	Must,
+	"MUST terminate the connection with error STREAM_STATE_ERROR if it receives a STREAM frame for a locally initiated stream that has not yet been created, or for a send-only stream.",
+)
 
 // clientBidi and clientUni return the ID of the n-th client-initiated
 // stream of each type (RFC 9000 §2.1).
@@ -593,9 +745,17 @@ func init() {
 	Register(&Scenario{
 		ID: "stream-stop-sending-reset", Title: "STOP_SENDING is answered with RESET_STREAM", Family: "D", Needs: []string{NeedApp, NeedLarge},
 		Requirements: []Requirement{
-			rfc9000("3.5", Must, "An endpoint that receives a STOP_SENDING frame MUST send a RESET_STREAM frame if the stream is in the \"Ready\" or \"Send\" state."),
+			rfc9000(
+				"3.5",
+				Must,
+				"An endpoint that receives a STOP_SENDING frame MUST send a RESET_STREAM frame if the stream is in the \"Ready\" or \"Send\" state.",
+			),
 			rfc9000("3.5", Should, "An endpoint SHOULD copy the error code from the STOP_SENDING frame to the RESET_STREAM frame it sends"),
-			rfc9000("3.3", MustNot, "A sender MUST NOT send a STREAM or STREAM_DATA_BLOCKED frame for a stream in the \"Reset Sent\" state or any terminal state"),
+			rfc9000(
+				"3.3",
+				MustNot,
+				"A sender MUST NOT send a STREAM or STREAM_DATA_BLOCKED frame for a stream in the \"Reset Sent\" state or any terminal state",
+			),
 		},
 		Run: runStopSendingReset,
 	})
@@ -644,23 +804,43 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "stream-implicit-open", Title: "Stream 8 opens streams 0 and 4", Family: "D", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("3.2", Must, "Before a stream is created, all streams of the same type with lower-numbered stream IDs MUST be created.")},
-		Run:          runStreamImplicitOpen,
+		Requirements: []Requirement{
+			rfc9000("3.2", Must, "Before a stream is created, all streams of the same type with lower-numbered stream IDs MUST be created."),
+		},
+		Run: runStreamImplicitOpen,
 	})
 	Register(&Scenario{
 		ID: "stream-overlap-different-data", Title: "Overlapping STREAM data that differs", Family: "D", Needs: []string{NeedHQ}, ObservationOnly: true,
-		Requirements: []Requirement{rfc9000("2.2", May, "an endpoint MAY treat receipt of different data at the same offset within a stream as a connection error of type PROTOCOL_VIOLATION.")},
-		Run:          runStreamOverlapDifferent,
+		Requirements: []Requirement{
+			rfc9000(
+				"2.2",
+				May,
+				"an endpoint MAY treat receipt of different data at the same offset within a stream as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
+		Run: runStreamOverlapDifferent,
 	})
 	Register(&Scenario{
 		ID: "stream-multiplex", Title: "Eight interleaved requests at once", Family: "D", Needs: []string{NeedApp}, PassOnly: true,
-		Requirements: []Requirement{rfc9000("2", Descriptive, "Streams can be created by either endpoint, can concurrently send data interleaved with other streams, and can be canceled.")},
-		Run:          runStreamMultiplex,
+		Requirements: []Requirement{
+			rfc9000(
+				"2",
+				Descriptive,
+				"Streams can be created by either endpoint, can concurrently send data interleaved with other streams, and can be canceled.",
+			),
+		},
+		Run: runStreamMultiplex,
 	})
 	stateErr := transportCodes(wire.StreamStateError)
 	registerProvoked(provokedSpec{
 		id: "stream-limit-exceeded-bidi", title: "Client opens one bidirectional stream too many", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("4.6", Must, "An endpoint that receives a frame with a stream ID exceeding the limit it has sent MUST treat this as a connection error of type STREAM_LIMIT_ERROR")},
+		reqs: []Requirement{
+			rfc9000(
+				"4.6",
+				Must,
+				"An endpoint that receives a frame with a stream ID exceeding the limit it has sent MUST treat this as a connection error of type STREAM_LIMIT_ERROR",
+			),
+		},
 		codes:    transportCodes(wire.StreamLimitError),
 		describe: "a STREAM frame on the first bidirectional stream beyond initial_max_streams_bidi",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -670,7 +850,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-limit-exceeded-uni", title: "Client opens one unidirectional stream too many", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.11", Must, "An endpoint MUST terminate a connection with an error of type STREAM_LIMIT_ERROR if a peer opens more streams than was permitted.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.11",
+				Must,
+				"An endpoint MUST terminate a connection with an error of type STREAM_LIMIT_ERROR if a peer opens more streams than was permitted.",
+			),
+		},
 		codes:    transportCodes(wire.StreamLimitError),
 		describe: "a STREAM frame on the first unidirectional stream beyond initial_max_streams_uni",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -680,7 +866,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-stop-sending-receive-only", title: "STOP_SENDING for a client unidirectional stream", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.5", Must, "An endpoint that receives a STOP_SENDING frame for a receive-only stream MUST terminate the connection with error STREAM_STATE_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.5",
+				Must,
+				"An endpoint that receives a STOP_SENDING frame for a receive-only stream MUST terminate the connection with error STREAM_STATE_ERROR.",
+			),
+		},
 		codes:    stateErr,
 		describe: "STOP_SENDING for client unidirectional stream 2, which is receive-only for the server",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -693,7 +885,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-stop-sending-unopened-local", title: "STOP_SENDING for an unopened server stream", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.5", Must, "Receiving a STOP_SENDING frame for a locally initiated stream that has not yet been created MUST be treated as a connection error of type STREAM_STATE_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.5",
+				Must,
+				"Receiving a STOP_SENDING frame for a locally initiated stream that has not yet been created MUST be treated as a connection error of type STREAM_STATE_ERROR.",
+			),
+		},
 		codes:    stateErr,
 		describe: "STOP_SENDING for server bidirectional stream 1, which the server never opened",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -716,8 +914,16 @@ func init() {
 	registerProvoked(provokedSpec{
 		id: "stream-max-stream-data-receive-only", title: "MAX_STREAM_DATA for a receive-only or unopened stream", family: "D", needs: []string{NeedApp},
 		reqs: []Requirement{
-			rfc9000("19.10", Must, "An endpoint that receives a MAX_STREAM_DATA frame for a receive-only stream MUST terminate the connection with error STREAM_STATE_ERROR."),
-			rfc9000("19.10", Must, "Receiving a MAX_STREAM_DATA frame for a locally initiated stream that has not yet been created MUST be treated as a connection error of type STREAM_STATE_ERROR."),
+			rfc9000(
+				"19.10",
+				Must,
+				"An endpoint that receives a MAX_STREAM_DATA frame for a receive-only stream MUST terminate the connection with error STREAM_STATE_ERROR.",
+			),
+			rfc9000(
+				"19.10",
+				Must,
+				"Receiving a MAX_STREAM_DATA frame for a locally initiated stream that has not yet been created MUST be treated as a connection error of type STREAM_STATE_ERROR.",
+			),
 		},
 		codes: stateErr, describe: "MAX_STREAM_DATA for a stream the server cannot send on",
 		variants: []variant{
@@ -725,7 +931,10 @@ func init() {
 				if t.serverTP(c).InitialMaxStreamsUni == 0 {
 					t.Unsupported("The server allows no client unidirectional stream.")
 				}
-				return []wire.Frame{&wire.StreamFrame{StreamID: clientUni(0), Data: []byte{0x21}}, &wire.MaxStreamDataFrame{StreamID: clientUni(0), Maximum: 1 << 20}}
+				return []wire.Frame{
+					&wire.StreamFrame{StreamID: clientUni(0), Data: []byte{0x21}},
+					&wire.MaxStreamDataFrame{StreamID: clientUni(0), Maximum: 1 << 20},
+				}
 			}),
 			injectVariant("unopened server bidi stream 1", func(t *T, c *Conn) []wire.Frame {
 				return []wire.Frame{&wire.MaxStreamDataFrame{StreamID: 1, Maximum: 1 << 20}}
@@ -734,7 +943,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-reset-send-only", title: "RESET_STREAM for the server's control stream", family: "D", needs: []string{NeedH3},
-		reqs:     []Requirement{rfc9000("19.4", Must, "An endpoint that receives a RESET_STREAM frame for a send-only stream MUST terminate the connection with error STREAM_STATE_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.4",
+				Must,
+				"An endpoint that receives a RESET_STREAM frame for a send-only stream MUST terminate the connection with error STREAM_STATE_ERROR.",
+			),
+		},
 		codes:    stateErr,
 		describe: "RESET_STREAM for server unidirectional stream 3 (its HTTP/3 control stream)",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -743,7 +958,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-data-blocked-send-only", title: "STREAM_DATA_BLOCKED for the server's control stream", family: "D", needs: []string{NeedH3},
-		reqs:     []Requirement{rfc9000("19.13", Must, "An endpoint that receives a STREAM_DATA_BLOCKED frame for a send-only stream MUST terminate the connection with error STREAM_STATE_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.13",
+				Must,
+				"An endpoint that receives a STREAM_DATA_BLOCKED frame for a send-only stream MUST terminate the connection with error STREAM_STATE_ERROR.",
+			),
+		},
 		codes:    stateErr,
 		describe: "STREAM_DATA_BLOCKED for server unidirectional stream 3",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -752,7 +973,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-offset-max", title: "STREAM frame ending beyond 2^62-1", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.8", Must, "Receipt of a frame that exceeds this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR or FLOW_CONTROL_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.8",
+				Must,
+				"Receipt of a frame that exceeds this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR or FLOW_CONTROL_ERROR.",
+			),
+		},
 		codes:    transportCodes(wire.FrameEncodingError, wire.FlowControlError),
 		describe: "a STREAM frame at offset 2^62-1 with one byte",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -761,7 +988,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-max-streams-over-limit", title: "MAX_STREAMS above 2^60", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.11", Must, "Receipt of a frame that permits opening of a stream larger than this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.11",
+				Must,
+				"Receipt of a frame that permits opening of a stream larger than this limit MUST be treated as a connection error of type FRAME_ENCODING_ERROR.",
+			),
+		},
 		codes:    transportCodes(wire.FrameEncodingError),
 		describe: "a MAX_STREAMS (bidirectional) frame of 2^60+1",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -770,7 +1003,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-streams-blocked-over-limit", title: "STREAMS_BLOCKED above 2^60", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.14", Must, "Receipt of a frame that encodes a larger stream ID MUST be treated as a connection error of type STREAM_LIMIT_ERROR or FRAME_ENCODING_ERROR.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.14",
+				Must,
+				"Receipt of a frame that encodes a larger stream ID MUST be treated as a connection error of type STREAM_LIMIT_ERROR or FRAME_ENCODING_ERROR.",
+			),
+		},
 		codes:    transportCodes(wire.StreamLimitError, wire.FrameEncodingError),
 		describe: "a STREAMS_BLOCKED (bidirectional) frame of 2^60+1",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -779,7 +1018,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "fc-stream-violation", title: "One byte beyond the stream flow-control limit", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("4.1", Must, "A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if the sender violates the advertised connection or stream data limits")},
+		reqs: []Requirement{
+			rfc9000(
+				"4.1",
+				Must,
+				"A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if the sender violates the advertised connection or stream data limits",
+			),
+		},
 		codes:    transportCodes(wire.FlowControlError),
 		describe: "a STREAM frame whose last byte lies at initial_max_stream_data_bidi_remote",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -789,7 +1034,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "fc-connection-violation", title: "One byte beyond the connection flow-control limit", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("19.9", Must, "An endpoint MUST terminate a connection with an error of type FLOW_CONTROL_ERROR if it receives more data than the maximum data value that it has sent.")},
+		reqs: []Requirement{
+			rfc9000(
+				"19.9",
+				Must,
+				"An endpoint MUST terminate a connection with an error of type FLOW_CONTROL_ERROR if it receives more data than the maximum data value that it has sent.",
+			),
+		},
 		codes:    transportCodes(wire.FlowControlError),
 		describe: "STREAM frames on several streams, each within its limit, that together exceed initial_max_data by one byte",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -814,7 +1065,13 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "fc-final-size-counted", title: "Reset final sizes count against the connection limit", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("4.5", Must, "The receiver MUST use the final size of the stream to account for all bytes sent on the stream in its connection-level flow controller.")},
+		reqs: []Requirement{
+			rfc9000(
+				"4.5",
+				Must,
+				"The receiver MUST use the final size of the stream to account for all bytes sent on the stream in its connection-level flow controller.",
+			),
+		},
 		codes:    transportCodes(wire.FlowControlError),
 		describe: "RESET_STREAM final sizes close to initial_max_data, then data that exceeds the limit only if they are counted",
 		frames: func(t *T, c *Conn) []wire.Frame {
@@ -831,7 +1088,11 @@ func init() {
 			var fs []wire.Frame
 			for i := uint64(0); i < n; i++ {
 				size := min(per, resetTotal-i*per)
-				fs = append(fs, &wire.StreamFrame{StreamID: clientBidi(i), Data: []byte("x")}, &wire.ResetStreamFrame{StreamID: clientBidi(i), ErrorCode: 0, FinalSize: size})
+				fs = append(
+					fs,
+					&wire.StreamFrame{StreamID: clientBidi(i), Data: []byte("x")},
+					&wire.ResetStreamFrame{StreamID: clientBidi(i), ErrorCode: 0, FinalSize: size},
+				)
 			}
 			fs = append(fs, &wire.StreamFrame{StreamID: clientBidi(n), Offset: 19, Data: []byte("x")})
 			return fs
@@ -846,18 +1107,33 @@ func init() {
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-final-size-change", title: "STREAM frame changes the final size", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("4.5", Should, "If a RESET_STREAM or STREAM frame is received indicating a change in the final size for the stream, an endpoint SHOULD respond with an error of type FINAL_SIZE_ERROR")},
+		reqs: []Requirement{
+			rfc9000(
+				"4.5",
+				Should,
+				"If a RESET_STREAM or STREAM frame is received indicating a change in the final size for the stream, an endpoint SHOULD respond with an error of type FINAL_SIZE_ERROR",
+			),
+		},
 		codes:    transportCodes(wire.FinalSizeError),
 		warnOnly: true,
 		describe: "a STREAM frame with FIN at offset n+10 after a FIN at offset n",
 		frames: func(t *T, c *Conn) []wire.Frame {
 			req := []byte("GET " + t.profile.SmallPath + "\r\n")
-			return []wire.Frame{&wire.StreamFrame{StreamID: 0, Data: req, Fin: true}, &wire.StreamFrame{StreamID: 0, Offset: uint64(len(req)), Data: make([]byte, 10), Fin: true}}
+			return []wire.Frame{
+				&wire.StreamFrame{StreamID: 0, Data: req, Fin: true},
+				&wire.StreamFrame{StreamID: 0, Offset: uint64(len(req)), Data: make([]byte, 10), Fin: true},
+			}
 		},
 	})
 	registerProvoked(provokedSpec{
 		id: "stream-reset-final-size-lower", title: "RESET_STREAM below the data already sent", family: "D", needs: []string{NeedApp},
-		reqs:     []Requirement{rfc9000("4.5", Should, "A receiver SHOULD treat receipt of data at or beyond the final size as an error of type FINAL_SIZE_ERROR, even after a stream is closed.")},
+		reqs: []Requirement{
+			rfc9000(
+				"4.5",
+				Should,
+				"A receiver SHOULD treat receipt of data at or beyond the final size as an error of type FINAL_SIZE_ERROR, even after a stream is closed.",
+			),
+		},
 		codes:    transportCodes(wire.FinalSizeError),
 		warnOnly: true,
 		describe: "100 bytes on a stream followed by RESET_STREAM with final size 50",
@@ -870,7 +1146,11 @@ func init() {
 
 // reqAdvertisedLimit is RFC 9000 §4.1's rule on data beyond the limits a
 // receiver has advertised.
-var reqAdvertisedLimit = rfc9000("4.1", Must, "A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if the sender violates the advertised connection or stream data limits")
+var reqAdvertisedLimit = rfc9000(
+	"4.1",
+	Must,
+	"A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if the sender violates the advertised connection or stream data limits",
+)
 
 // judgeFinalSizeGoesOn names what a server did that processed
 // fc-final-size-counted's trigger (reset final sizes up to 10 bytes below
@@ -888,6 +1168,9 @@ func judgeFinalSizeGoesOn(ps []*packet, conn, mark int, limit uint64) (Requireme
 				"and never closed with FLOW_CONTROL_ERROR. Credit counts once it is advertised; data beyond the advertised limit must close the connection.", limit, m)
 		}
 	}
-	return Requirement{}, fmt.Sprintf("The server accepted 20 bytes that, with the final sizes of the reset streams, took the connection 10 bytes past its initial_max_data of %d, "+
-		"and never closed with FLOW_CONTROL_ERROR; it sent no MAX_DATA that would show it counted the final sizes.", limit)
+	return Requirement{}, fmt.Sprintf(
+		"The server accepted 20 bytes that, with the final sizes of the reset streams, took the connection 10 bytes past its initial_max_data of %d, "+
+			"and never closed with FLOW_CONTROL_ERROR; it sent no MAX_DATA that would show it counted the final sizes.",
+		limit,
+	)
 }

@@ -101,7 +101,13 @@ func (l *phaseLog) judge(mark int, fromPN uint64, serverUpdated bool) (Verdict, 
 				}
 			}
 			if acked && r.phase != newPhase {
-				return Fail, fmt.Sprintf("the server acknowledged a packet protected with the new keys in packet %d, which still carries the old key phase.", r.pn), judgedPacket{pn: r.pn, ok: true}
+				return Fail, fmt.Sprintf(
+						"the server acknowledged a packet protected with the new keys in packet %d, which still carries the old key phase.",
+						r.pn,
+					), judgedPacket{
+						pn: r.pn,
+						ok: true,
+					}
 			}
 			switched = acked
 			continue
@@ -114,7 +120,14 @@ func (l *phaseLog) judge(mark int, fromPN uint64, serverUpdated bool) (Verdict, 
 			break
 		}
 		if r.phase != newPhase {
-			return Fail, fmt.Sprintf("after acknowledging the tester's new-phase packets, the server still sent packet %d in the old key phase.", r.pn), judgedPacket{pn: r.pn, afterAck: true, ok: true}
+			return Fail, fmt.Sprintf(
+					"after acknowledging the tester's new-phase packets, the server still sent packet %d in the old key phase.",
+					r.pn,
+				), judgedPacket{
+					pn:       r.pn,
+					afterAck: true,
+					ok:       true,
+				}
 		}
 	}
 	if !acked {
@@ -392,7 +405,12 @@ func (t *T) provoke0RTT(ctx context.Context, build func(r *resumption) (wire.Fra
 	// (after any Retry): it is the trigger, and only it.
 	mark := slices.Index(ps, trigger)
 	if !carried && retried && beforeRetry {
-		t.Inconclusive(fmt.Sprintf("The server answered with a Retry, which keeps no state, so the 0-RTT packet carrying %s before it was never processed, and the tester sent it no more.", e.Describe))
+		t.Inconclusive(
+			fmt.Sprintf(
+				"The server answered with a Retry, which keeps no state, so the 0-RTT packet carrying %s before it was never processed, and the tester sent it no more.",
+				e.Describe,
+			),
+		)
 	}
 	if !carried {
 		t.Inconclusive(fmt.Sprintf("The tester could not send %s (the resumed connection sent no 0-RTT packet).", e.Describe))

@@ -111,7 +111,11 @@ func runTLSVersionBelow13(ctx context.Context, t *T) {
 	rcv := received(t.rec.snapshot(), rc.trace.id, mark)
 	sh, at := t.serverHelloOf(rc)
 	if sh != nil && sh.Version() < tls.VersionTLS13 {
-		t.Fail("version", req, fmt.Sprintf("The server's ServerHello negotiated %s although QUIC needs TLS 1.3.", tls.VersionName(sh.Version())), events(Response, at)...)
+		t.Fail(
+			"version",
+			req,
+			fmt.Sprintf("The server's ServerHello negotiated %s although QUIC needs TLS 1.3.", tls.VersionName(sh.Version())),
+			events(Response, at)...)
 		return
 	}
 	if firstClose(rcv) == nil {
@@ -119,11 +123,17 @@ func runTLSVersionBelow13(ctx context.Context, t *T) {
 		// ServerHello selecting an old version observed.
 		if sh != nil {
 			t.Fact("tls.version-below-13", "ServerHello selecting "+tls.VersionName(sh.Version()))
-			t.Observe("version", fmt.Sprintf("Offered only TLS 1.2, the server answered with a ServerHello selecting %s and did not close.", tls.VersionName(sh.Version())), events(Response, at)...)
+			t.Observe(
+				"version",
+				fmt.Sprintf("Offered only TLS 1.2, the server answered with a ServerHello selecting %s and did not close.", tls.VersionName(sh.Version())),
+				events(Response, at)...)
 			return
 		}
 		if a := ackedLaterPing(t.rec.snapshot(), rc.trace.id, mark); a != nil {
-			t.Observe("version", "Offered only TLS 1.2, the server sent no ServerHello and no close, but kept acknowledging the tester's Initial packets.", events(Response, a)...)
+			t.Observe(
+				"version",
+				"Offered only TLS 1.2, the server sent no ServerHello and no close, but kept acknowledging the tester's Initial packets.",
+				events(Response, a)...)
 			return
 		}
 	}
@@ -210,23 +220,47 @@ func judgeConsecutive(ps []*packet, conn, mark int, first, second *packet, later
 	if cl := firstClose(received(ps, conn, mark)); cl != nil {
 		cc := cl.closeFrame()
 		if !cc.Application && cc.ErrorCode == uint64(wire.KeyUpdateError) {
-			return "close KEY_UPDATE_ERROR", "The server treated the second key update, sent before it had acknowledged the first, as a connection error of type KEY_UPDATE_ERROR, as RFC 9001 §6.2 allows.", append(trig, events(Response, cl)...)
+			return "close KEY_UPDATE_ERROR", "The server treated the second key update, sent before it had acknowledged the first, as a connection error of type KEY_UPDATE_ERROR, as RFC 9001 §6.2 allows.", append(
+				trig,
+				events(Response, cl)...)
 		}
-		return "close " + closeCode(cc), fmt.Sprintf("The server closed the connection with %s after two consecutive key updates; RFC 9001 §6.2 allows KEY_UPDATE_ERROR.", closeCode(cc)), append(trig, events(Response, cl)...)
+		return "close " + closeCode(
+				cc,
+			), fmt.Sprintf(
+				"The server closed the connection with %s after two consecutive key updates; RFC 9001 §6.2 allows KEY_UPDATE_ERROR.",
+				closeCode(cc),
+			), append(
+				trig,
+				events(Response, cl)...)
 	}
 	if a := ackedBy(ps, conn, 2, second.pn); a != nil {
-		return "followed both", fmt.Sprintf("The server followed both key updates: it acknowledged the tester's packet of the second new phase (packet %d) in a packet with Key Phase %d.", second.pn, a.ev.KeyPhase), append(trig, events(Response, a)...)
+		return "followed both", fmt.Sprintf(
+				"The server followed both key updates: it acknowledged the tester's packet of the second new phase (packet %d) in a packet with Key Phase %d.",
+				second.pn,
+				a.ev.KeyPhase,
+			), append(
+				trig,
+				events(Response, a)...)
 	}
 	for _, pg := range later {
 		if a := ackedBy(ps, conn, 2, pg.pn); a != nil {
-			return "followed both", fmt.Sprintf("The server dropped packet %d of the second update but acknowledged a later packet of that phase.", second.pn), append(trig, events(Response, a)...)
+			return "followed both", fmt.Sprintf(
+					"The server dropped packet %d of the second update but acknowledged a later packet of that phase.",
+					second.pn,
+				), append(
+					trig,
+					events(Response, a)...)
 		}
 	}
 	if a := ackedBy(ps, conn, 2, first.pn); a != nil {
-		return "followed the first only", "The server acknowledged the packet of the first update but none of the second phase: it dropped the second update's packets without closing.", append(trig, events(Response, a)...)
+		return "followed the first only", "The server acknowledged the packet of the first update but none of the second phase: it dropped the second update's packets without closing.", append(
+			trig,
+			events(Response, a)...)
 	}
 	if rcv := received(ps, conn, mark); len(rcv) > 0 {
-		return "no acknowledgment", "After two consecutive key updates the server neither closed nor acknowledged any packet of either new phase.", append(trig, events(Context, lastN(rcv, 3)...)...)
+		return "no acknowledgment", "After two consecutive key updates the server neither closed nor acknowledged any packet of either new phase.", append(
+			trig,
+			events(Context, lastN(rcv, 3)...)...)
 	}
 	return "", "Nothing came back after two consecutive key updates.", trig
 }
@@ -251,7 +285,15 @@ func runKeyUpdateBogusPhase(ctx context.Context, t *T) {
 		return bad
 	})
 	if p := phaseSwitch(t.rec.snapshot(), rc.trace.id, mark, phase); p != nil {
-		t.Fail("phase", req, fmt.Sprintf("After the unopenable packet with the flipped Key Phase bit, the server sent packet %d with Key Phase %d: it started a key update that never happened.", p.pn, p.ev.KeyPhase), evidence(events(Trigger, bad), events(Response, p))...)
+		t.Fail(
+			"phase",
+			req,
+			fmt.Sprintf(
+				"After the unopenable packet with the flipped Key Phase bit, the server sent packet %d with Key Phase %d: it started a key update that never happened.",
+				p.pn,
+				p.ev.KeyPhase,
+			),
+			evidence(events(Trigger, bad), events(Response, p))...)
 		return
 	}
 	t.Pass("phase", req, fmt.Sprintf("The server kept Key Phase %d in every packet it sent after the unopenable packet.", phase), events(Trigger, bad)...)
@@ -275,7 +317,9 @@ func runKeyUpdateOldKeysAfterNew(ctx context.Context, t *T) {
 	m := t.mark()
 	fresh := rc.Send1RTT([]wire.Frame{&wire.PingFrame{}}, rawquic.ShortOpts{})
 	if rc.receiveUntil(ctx, t.Settle(), m, acks(2, fresh.pn)) == nil {
-		t.Inconclusive("The server did not acknowledge the tester's first packet under the new keys, so the key update never completed.", events(Trigger, fresh)...)
+		t.Inconclusive(
+			"The server did not acknowledge the tester's first packet under the new keys, so the key update never completed.",
+			events(Trigger, fresh)...)
 	}
 	// Within one PTO of the update: a PING with a higher packet number,
 	// protected with the keys of the previous phase.
@@ -311,13 +355,25 @@ func runKeyUpdateOldKeysAfterNew(ctx context.Context, t *T) {
 // it, because its old keys were gone (pass).
 func judgeOldKeys(ps []*packet, conn int, stale *packet, later []*packet) (Verdict, string, []PacketEvent) {
 	if a := ackedBy(ps, conn, 2, stale.pn); a != nil {
-		return Fail, fmt.Sprintf("The server acknowledged packet %d, protected with the old keys after newer keys had protected lower packet numbers, and kept the connection open instead of closing with KEY_UPDATE_ERROR.", stale.pn),
-			evidence(events(Trigger, stale), events(Response, a))
+		return Fail, fmt.Sprintf(
+				"The server acknowledged packet %d, protected with the old keys after newer keys had protected lower packet numbers, and kept the connection open instead of closing with KEY_UPDATE_ERROR.",
+				stale.pn,
+			),
+			evidence(
+				events(Trigger, stale),
+				events(Response, a),
+			)
 	}
 	for _, pg := range later {
 		if a := ackedBy(ps, conn, 2, pg.pn); a != nil {
-			return Pass, fmt.Sprintf("The server never acknowledged packet %d under the old keys but acknowledged later packets: it could not open it (its old keys were gone) and discarded it.", stale.pn),
-				evidence(events(Trigger, stale), events(Response, a))
+			return Pass, fmt.Sprintf(
+					"The server never acknowledged packet %d under the old keys but acknowledged later packets: it could not open it (its old keys were gone) and discarded it.",
+					stale.pn,
+				),
+				evidence(
+					events(Trigger, stale),
+					events(Response, a),
+				)
 		}
 	}
 	return Inconclusive, "After the old-key packet the server neither closed nor acknowledged any later packet.", events(Trigger, stale)
@@ -396,7 +452,14 @@ func (t *T) runKeyUpdates(ctx context.Context, n int) {
 		}
 		t.Fact(fmt.Sprintf("key-update.%d.bytes", i), got)
 	}
-	t.Pass("key-update", reqKURespond, fmt.Sprintf("The server followed %d key update(s) of the tester: each acknowledgment of a new-phase packet, and every packet after it, carried the new key phase, and the large resource arrived under each.", n))
+	t.Pass(
+		"key-update",
+		reqKURespond,
+		fmt.Sprintf(
+			"The server followed %d key update(s) of the tester: each acknowledgment of a new-phase packet, and every packet after it, carried the new key phase, and the large resource arrived under each.",
+			n,
+		),
+	)
 }
 
 // packetEvents returns the recorded event of the server's packet j, if any.
@@ -453,11 +516,20 @@ func runEarly1RTTNotProcessed(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	fin := finishedSent(ps, rc.trace.id)
 	if req == nil || fin == nil {
-		t.Inconclusive(fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err), events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
+		t.Inconclusive(
+			fmt.Sprintf("The handshake did not reach the tester's Finished: %v.", err),
+			events(Context, lastN(received(ps, rc.trace.id, 0), 3)...)...)
 	}
 	reqReq := t.sc.Requirements[0]
 	if p, what := earlyProcessed(ps, rc.trace.id, fin.at, early, req.ID); p != nil {
-		t.Fail("not-processed", reqReq, fmt.Sprintf("While the tester held its Finished back (%v), the server %s: it processed a 1-RTT packet before the handshake was complete.", hold.Round(time.Millisecond), what),
+		t.Fail(
+			"not-processed",
+			reqReq,
+			fmt.Sprintf(
+				"While the tester held its Finished back (%v), the server %s: it processed a 1-RTT packet before the handshake was complete.",
+				hold.Round(time.Millisecond),
+				what,
+			),
 			evidence(events(Response, p), events(Context, fin))...)
 		return
 	}
@@ -470,7 +542,14 @@ func runEarly1RTTNotProcessed(ctx context.Context, t *T) {
 			t.Fact("tls.early-1rtt", "dropped (the tester resent the request once)")
 		}
 	}
-	t.Pass("not-processed", reqReq, fmt.Sprintf("While the tester held its Finished back for %v, the server neither acknowledged nor answered the request the tester had sent in a 1-RTT packet.", hold.Round(time.Millisecond)), events(Context, fin)...)
+	t.Pass(
+		"not-processed",
+		reqReq,
+		fmt.Sprintf(
+			"While the tester held its Finished back for %v, the server neither acknowledged nor answered the request the tester had sent in a 1-RTT packet.",
+			hold.Round(time.Millisecond),
+		),
+		events(Context, fin)...)
 }
 
 // earlyProcessed returns the first server packet on conn that arrived
@@ -540,17 +619,30 @@ func runInitialKeysDiscarded(ctx context.Context, t *T) {
 	// acknowledgment (packets already in flight).
 	if initPing != nil {
 		if a := ackedBy(ps, rc.trace.id, spaceInitial, initPing.pn); a != nil {
-			t.Fail("discarded", t.sc.Requirements[0], "The server acknowledged the tester's Initial PING, sent after the server had acknowledged a Handshake packet of the tester, so it kept its Initial keys.",
+			t.Fail(
+				"discarded",
+				t.sc.Requirements[0],
+				"The server acknowledged the tester's Initial PING, sent after the server had acknowledged a Handshake packet of the tester, so it kept its Initial keys.",
 				evidence(events(Context, hsPing, ack), events(Trigger, initPing), events(Response, a))...)
 			return
 		}
 	}
 	if p := initialAfter(ps, rc.trace.id, ack.at.Add(t.RTT())); p != nil {
-		t.Fail("discarded", t.sc.Requirements[1], fmt.Sprintf("The server sent an Initial packet %v after it had acknowledged the tester's Handshake packet, so it kept its Initial keys.", p.at.Sub(ack.at).Round(time.Microsecond)),
+		t.Fail(
+			"discarded",
+			t.sc.Requirements[1],
+			fmt.Sprintf(
+				"The server sent an Initial packet %v after it had acknowledged the tester's Handshake packet, so it kept its Initial keys.",
+				p.at.Sub(ack.at).Round(time.Microsecond),
+			),
 			evidence(events(Context, hsPing, ack, initPing), events(Response, p))...)
 		return
 	}
-	t.Pass("discarded", t.sc.Requirements[1], "After acknowledging the tester's Handshake packet the server sent no Initial packet, and ignored the tester's later Initial PING.", events(Context, hsPing, ack, initPing)...)
+	t.Pass(
+		"discarded",
+		t.sc.Requirements[1],
+		"After acknowledging the tester's Handshake packet the server sent no Initial packet, and ignored the tester's later Initial PING.",
+		events(Context, hsPing, ack, initPing)...)
 }
 
 // initialAfter returns the first Initial packet of the server on conn that
@@ -620,7 +712,11 @@ func runTrailingCryptoData(ctx context.Context, t *T) {
 		cc := cl.closeFrame()
 		evs := evidence(events(Trigger, rc.firstSentAfter(mark)), events(Response, cl))
 		if trailingCloseAccepted(cc) {
-			t.Pass("close", req, fmt.Sprintf("The server closed the connection with %s after a ClientHello followed by the start of another handshake message.", closeCode(cc)), evs...)
+			t.Pass(
+				"close",
+				req,
+				fmt.Sprintf("The server closed the connection with %s after a ClientHello followed by the start of another handshake message.", closeCode(cc)),
+				evs...)
 		} else {
 			t.Warn("close", reqMostAppropriate, fmt.Sprintf("The server closed the connection after the trailing CRYPTO data, but with %s instead of PROTOCOL_VIOLATION or a TLS alert; use the specific code.", closeCode(cc)), evs...)
 		}
@@ -660,7 +756,11 @@ func runTLSResumption(ctx context.Context, t *T) {
 		t.Observe("resumed", "The server answered the offered ticket with a full handshake (it sent a Certificate message).")
 		return
 	}
-	t.Pass("resumed", t.sc.Requirements[0], "Offered the ticket of the first connection, the server resumed the session: its Handshake flight carries no Certificate message.")
+	t.Pass(
+		"resumed",
+		t.sc.Requirements[0],
+		"Offered the ticket of the first connection, the server resumed the session: its Handshake flight carries no Certificate message.",
+	)
 }
 
 func runTLSTicketMaxEarlyData(ctx context.Context, t *T) {
@@ -672,7 +772,11 @@ func runTLSTicketMaxEarlyData(ctx context.Context, t *T) {
 			return
 		}
 	}
-	t.Pass("max-early-data", req, fmt.Sprintf("Every early_data extension in the server's %d NewSessionTicket messages has max_early_data_size 0xffffffff.", len(r.tickets)))
+	t.Pass(
+		"max-early-data",
+		req,
+		fmt.Sprintf("Every early_data extension in the server's %d NewSessionTicket messages has max_early_data_size 0xffffffff.", len(r.tickets)),
+	)
 }
 
 func runTLS0RTTAccepted(ctx context.Context, t *T) {
@@ -694,7 +798,9 @@ func runTLS0RTTAccepted(ctx context.Context, t *T) {
 	ps := t.rec.snapshot()
 	early, retried := afterRetry(ps, c.ID(), sent0RTT(ps, c.ID()))
 	if len(early) == 0 && retried {
-		t.Inconclusive("The server answered with a Retry, which keeps no state, so the tester's 0-RTT packets before it were never processed, and the tester sent none after it.")
+		t.Inconclusive(
+			"The server answered with a Retry, which keeps no state, so the tester's 0-RTT packets before it were never processed, and the tester sent none after it.",
+		)
 	}
 	if len(early) == 0 {
 		t.Inconclusive("The tester sent no 0-RTT packet, although the ticket allows early data.")
@@ -717,14 +823,28 @@ func runTLS0RTTAccepted(ctx context.Context, t *T) {
 		}
 	}
 	if unacked == len(early) {
-		t.Fail("ack-in-1rtt", t.sc.Requirements[0], fmt.Sprintf("The server accepted early data but acknowledged none of the tester's %d 0-RTT packets in 1-RTT packets.", len(early)), events(Trigger, early...)...)
+		t.Fail(
+			"ack-in-1rtt",
+			t.sc.Requirements[0],
+			fmt.Sprintf("The server accepted early data but acknowledged none of the tester's %d 0-RTT packets in 1-RTT packets.", len(early)),
+			events(Trigger, early...)...)
 		return
 	}
 	detail := "the request was answered"
 	if ferr != nil {
 		detail = fmt.Sprintf("the request failed: %v", ferr)
 	}
-	t.Pass("ack-in-1rtt", t.sc.Requirements[0], fmt.Sprintf("The server accepted early data and acknowledged %d of the tester's %d 0-RTT packets in 1-RTT packets; %s (%d bytes).", len(early)-unacked, len(early), detail, len(body)))
+	t.Pass(
+		"ack-in-1rtt",
+		t.sc.Requirements[0],
+		fmt.Sprintf(
+			"The server accepted early data and acknowledged %d of the tester's %d 0-RTT packets in 1-RTT packets; %s (%d bytes).",
+			len(early)-unacked,
+			len(early),
+			detail,
+			len(body),
+		),
+	)
 }
 
 func runTLS0RTTTPNotReduced(ctx context.Context, t *T) {
@@ -745,11 +865,19 @@ func runTLS0RTTTPNotReduced(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	for _, l := range ls {
 		if l.cur < l.old {
-			t.Fail("limits", req, fmt.Sprintf("With early data accepted, the server's %s fell from %d (remembered with the ticket) to %d.", l.name, l.old, l.cur))
+			t.Fail(
+				"limits",
+				req,
+				fmt.Sprintf("With early data accepted, the server's %s fell from %d (remembered with the ticket) to %d.", l.name, l.old, l.cur),
+			)
 			return
 		}
 	}
-	t.Pass("limits", req, "With early data accepted, none of the server's flow-control, stream and connection ID limits is smaller than on the connection that issued the ticket.")
+	t.Pass(
+		"limits",
+		req,
+		"With early data accepted, none of the server's flow-control, stream and connection ID limits is smaller than on the connection that issued the ticket.",
+	)
 }
 
 func runTLS0RTTLimitViolation(ctx context.Context, t *T) {
@@ -823,10 +951,24 @@ func runTLSHelloRetryRequest(ctx context.Context, t *T) {
 	group := c.ConnectionState().CurveID
 	t.Fact("tls.group", group.String())
 	if !hrr {
-		t.Observe("hrr", fmt.Sprintf("Offered a key share for SecP384r1MLKEM1024 only (X25519 and P-256 listed), the server accepted it without HelloRetryRequest (group %s).", group))
+		t.Observe(
+			"hrr",
+			fmt.Sprintf(
+				"Offered a key share for SecP384r1MLKEM1024 only (X25519 and P-256 listed), the server accepted it without HelloRetryRequest (group %s).",
+				group,
+			),
+		)
 		return
 	}
-	t.Pass("hrr", req, fmt.Sprintf("The server answered a SecP384r1MLKEM1024-only key share with HelloRetryRequest in an Initial packet, and the handshake completed on the second ClientHello (group %s, %d ServerHello messages).", group, shs))
+	t.Pass(
+		"hrr",
+		req,
+		fmt.Sprintf(
+			"The server answered a SecP384r1MLKEM1024-only key share with HelloRetryRequest in an Initial packet, and the handshake completed on the second ClientHello (group %s, %d ServerHello messages).",
+			group,
+			shs,
+		),
+	)
 }
 
 // earlyData reports whether the kept ticket allows early data.
@@ -949,7 +1091,9 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 		}
 	}
 	if rej == nil && offered == 0 {
-		t.Inconclusive("The tester's ClientHellos offered no early data (crypto/tls offers it only with the ticket's ALPN and cipher suite), so it sent no 0-RTT packet.")
+		t.Inconclusive(
+			"The tester's ClientHellos offered no early data (crypto/tls offers it only with the ticket's ALPN and cipher suite), so it sent no 0-RTT packet.",
+		)
 	}
 	if rej == nil {
 		t.Fact("tls.early-data", "accepted on every attempt")
@@ -969,13 +1113,30 @@ func runTLS0RTTRejectedNotProcessed(ctx context.Context, t *T) {
 	trig := events(Trigger, rej.sent...)
 	switch {
 	case r.acked != nil:
-		t.Fail("not-processed", req, fmt.Sprintf("The server rejected early data (%s) but acknowledged the tester's 0-RTT packet.", rej.label), append(trig, events(Response, r.acked)...)...)
+		t.Fail(
+			"not-processed",
+			req,
+			fmt.Sprintf("The server rejected early data (%s) but acknowledged the tester's 0-RTT packet.", rej.label),
+			append(trig, events(Response, r.acked)...)...)
 	case r.answered:
-		t.Fail("not-processed", req, fmt.Sprintf("The server rejected early data (%s) but answered the request sent only in a 0-RTT packet.", rej.label), trig...)
+		t.Fail(
+			"not-processed",
+			req,
+			fmt.Sprintf("The server rejected early data (%s) but answered the request sent only in a 0-RTT packet.", rej.label),
+			trig...)
 	case rej.err != nil:
 		t.Inconclusive(fmt.Sprintf("The server rejected early data (%s), but the handshake did not complete: %v.", rej.label, rej.err), trig...)
 	default:
-		t.Pass("not-processed", req, fmt.Sprintf("The server rejected early data (%s) and neither acknowledged the tester's %d 0-RTT packet(s) nor answered their request within %v.", rej.label, len(rej.sent), t.Settle().Round(time.Millisecond)), trig...)
+		t.Pass(
+			"not-processed",
+			req,
+			fmt.Sprintf(
+				"The server rejected early data (%s) and neither acknowledged the tester's %d 0-RTT packet(s) nor answered their request within %v.",
+				rej.label,
+				len(rej.sent),
+				t.Settle().Round(time.Millisecond),
+			),
+			trig...)
 	}
 }
 
@@ -1022,7 +1183,15 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	trig := evidence(events(Context, first), events(Trigger, latePkt))
 	if a := ackedBy(ps, rc.trace.id, 2, late); a != nil {
-		t.Warn("keys-discarded", req, fmt.Sprintf("The server acknowledged a 0-RTT packet sent %v after the tester's first 1-RTT packet (4 × PTO, PTO %v): it still held 0-RTT keys past the recommended 3 × PTO.", latePkt.at.Sub(first.at).Round(time.Millisecond), t.PTO().Round(time.Millisecond)), append(trig, events(Response, a)...)...)
+		t.Warn(
+			"keys-discarded",
+			req,
+			fmt.Sprintf(
+				"The server acknowledged a 0-RTT packet sent %v after the tester's first 1-RTT packet (4 × PTO, PTO %v): it still held 0-RTT keys past the recommended 3 × PTO.",
+				latePkt.at.Sub(first.at).Round(time.Millisecond),
+				t.PTO().Round(time.Millisecond),
+			),
+			append(trig, events(Response, a)...)...)
 		return
 	}
 	if cc := firstClose(received(ps, rc.trace.id, 0)); cc != nil && ackedBy(ps, rc.trace.id, 2, after.pn) == nil {
@@ -1032,14 +1201,30 @@ func runTLS0RTTKeysDiscarded(ctx context.Context, t *T) {
 		// a close that names the packet shows the server could still read
 		// it, so neither verdict fits.
 		t.Fact("tls.late-0rtt", "connection closed")
-		t.Observe("keys-discarded", fmt.Sprintf("The server did not acknowledge the 0-RTT packet sent %v after the tester's first 1-RTT packet, but closed the connection on it (%s, %q), which §17.2.3 allows for a client that sends 0-RTT that late.", latePkt.at.Sub(first.at).Round(time.Millisecond), closeCode(cc.closeFrame()), cc.closeFrame().Reason),
+		t.Observe(
+			"keys-discarded",
+			fmt.Sprintf(
+				"The server did not acknowledge the 0-RTT packet sent %v after the tester's first 1-RTT packet, but closed the connection on it (%s, %q), which §17.2.3 allows for a client that sends 0-RTT that late.",
+				latePkt.at.Sub(first.at).Round(time.Millisecond),
+				closeCode(cc.closeFrame()),
+				cc.closeFrame().Reason,
+			),
 			append(trig, events(Response, cc)...)...)
 		return
 	}
 	if ackedBy(ps, rc.trace.id, 2, after.pn) == nil {
-		t.Inconclusive("The server acknowledged neither the late 0-RTT packet nor the 1-RTT PING after it.", append(trig, events(Context, lastN(received(ps, rc.trace.id, 0), 4)...)...)...)
+		t.Inconclusive(
+			"The server acknowledged neither the late 0-RTT packet nor the 1-RTT PING after it.",
+			append(trig, events(Context, lastN(received(ps, rc.trace.id, 0), 4)...)...)...)
 	}
-	t.Pass("keys-discarded", req, fmt.Sprintf("The server did not acknowledge a 0-RTT packet sent %v after the tester's first 1-RTT packet, but acknowledged the 1-RTT PING after it.", latePkt.at.Sub(first.at).Round(time.Millisecond)), trig...)
+	t.Pass(
+		"keys-discarded",
+		req,
+		fmt.Sprintf(
+			"The server did not acknowledge a 0-RTT packet sent %v after the tester's first 1-RTT packet, but acknowledged the 1-RTT PING after it.",
+			latePkt.at.Sub(first.at).Round(time.Millisecond),
+		),
+		trig...)
 }
 
 // Family B, key updates the server starts (RFC 9001 §6.1). The tester
@@ -1110,12 +1295,23 @@ func judgeServerKeyUpdate(ups []phaseSeen, finAt time.Time) (Verdict, int, strin
 		return Observed, -1, ""
 	}
 	if ups[0].at.Before(finAt) {
-		return Fail, 0, fmt.Sprintf("The server's packet %d carried a new key phase and reached the tester before the tester had even sent its Finished: the server started a key update before it could have confirmed the handshake.", ups[0].pn)
+		return Fail, 0, fmt.Sprintf(
+			"The server's packet %d carried a new key phase and reached the tester before the tester had even sent its Finished: the server started a key update before it could have confirmed the handshake.",
+			ups[0].pn,
+		)
 	}
 	if len(ups) > 1 {
-		return Fail, 1, fmt.Sprintf("The server started a key update with packet %d and another with packet %d %v later, although the tester had acknowledged no packet of the first new phase.", ups[0].pn, ups[1].pn, ups[1].at.Sub(ups[0].at).Round(time.Millisecond))
+		return Fail, 1, fmt.Sprintf(
+			"The server started a key update with packet %d and another with packet %d %v later, although the tester had acknowledged no packet of the first new phase.",
+			ups[0].pn,
+			ups[1].pn,
+			ups[1].at.Sub(ups[0].at).Round(time.Millisecond),
+		)
 	}
-	return Pass, -1, fmt.Sprintf("The server started one key update (packet %d) after the handshake and no second one while the tester withheld acknowledgments of the new phase.", ups[0].pn)
+	return Pass, -1, fmt.Sprintf(
+		"The server started one key update (packet %d) after the handshake and no second one while the tester withheld acknowledgments of the new phase.",
+		ups[0].pn,
+	)
 }
 
 func runServerKeyUpdate(ctx context.Context, t *T) {
@@ -1167,7 +1363,16 @@ func runServerKeyUpdate(ctx context.Context, t *T) {
 	switch v {
 	case Observed:
 		t.Fact("keyupdate.server-cadence", fmt.Sprintf("no update in %d 1-RTT packets (%d downloads in %v)", len(seen), res.n, serverKUWindow))
-		t.Observe("server-update", fmt.Sprintf("The server did not start a key update within %v of downloads (%d 1-RTT packets, %d complete downloads of %s).", serverKUWindow, len(seen), res.n, t.profile.Target.LargePath))
+		t.Observe(
+			"server-update",
+			fmt.Sprintf(
+				"The server did not start a key update within %v of downloads (%d 1-RTT packets, %d complete downloads of %s).",
+				serverKUWindow,
+				len(seen),
+				res.n,
+				t.profile.Target.LargePath,
+			),
+		)
 	case Fail:
 		t.Fail("server-update", t.sc.Requirements[idx], sentence, evs...)
 	default:
@@ -1224,11 +1429,22 @@ func (t *T) runOnlySuite(ctx context.Context, suite uint16, name string) {
 			ps := received(t.rec.snapshot(), c.trace.id, 0)
 			if cl := firstClose(ps); cl != nil {
 				if cc := cl.closeFrame(); cc != nil && cc.ErrorCode == uint64(wire.CryptoError(40)) {
-					t.Unsupported(fmt.Sprintf("The server refused a ClientHello offering only %s with handshake_failure (0x0128); supporting this suite is a TLS-level choice.", tls.CipherSuiteName(suite)), events(Response, cl)...)
+					t.Unsupported(
+						fmt.Sprintf(
+							"The server refused a ClientHello offering only %s with handshake_failure (0x0128); supporting this suite is a TLS-level choice.",
+							tls.CipherSuiteName(suite),
+						),
+						events(Response, cl)...)
 				}
 			}
 			if s, at, ok := t.serverHelloSuite(c); ok && s == suite {
-				t.Inconclusive(fmt.Sprintf("The server selected %s but the handshake then failed (%v); the raw packets are in the evidence.", tls.CipherSuiteName(suite), err), events(Response, at)...)
+				t.Inconclusive(
+					fmt.Sprintf(
+						"The server selected %s but the handshake then failed (%v); the raw packets are in the evidence.",
+						tls.CipherSuiteName(suite),
+						err,
+					),
+					events(Response, at)...)
 			}
 			t.dialFailure(c, err)
 			return
@@ -1248,7 +1464,16 @@ func (t *T) runOnlySuite(ctx context.Context, suite uint16, name string) {
 			t.Inconclusive(fmt.Sprintf("The handshake completed with %s, but fetching %s failed: %v.", name, what, err), events(Response, lastN(ps, 3)...)...)
 		}
 		t.Fact("tls.cipher-suite", tls.CipherSuiteName(suite))
-		t.Pass("suite", req, fmt.Sprintf("The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).", name, got, what, t.rec.seen(c.trace.id, false)),
+		t.Pass(
+			"suite",
+			req,
+			fmt.Sprintf(
+				"The handshake completed with %s and %d bytes of %s arrived in %d packets protected with it (packet and header protection).",
+				name,
+				got,
+				what,
+				t.rec.seen(c.trace.id, false),
+			),
 			events(Response, lastN(ps, 2)...)...)
 	})
 }
@@ -1259,7 +1484,11 @@ func runCCM8Only(ctx context.Context, t *T) {
 		mark := len(t.rec.snapshot())
 		c, err := t.Dial(ctx, DialOptions{Label: "only TLS_AES_128_CCM_8_SHA256"})
 		if s, at, ok := t.serverHelloSuite(c); ok && s == quic.TLS_AES_128_CCM_8_SHA256 {
-			t.Fail("negotiated", req, "The server's ServerHello selected TLS_AES_128_CCM_8_SHA256, a suite with no QUIC header protection scheme.", events(Response, at)...)
+			t.Fail(
+				"negotiated",
+				req,
+				"The server's ServerHello selected TLS_AES_128_CCM_8_SHA256, a suite with no QUIC header protection scheme.",
+				events(Response, at)...)
 			return
 		}
 		if err == nil {
@@ -1278,19 +1507,37 @@ func runCCM8OfferedFirst(ctx context.Context, t *T) {
 		c, err := t.dialAgainIfSilent(ctx, DialOptions{Label: "CCM_8 first, then AES-128-GCM"})
 		ps := received(t.rec.snapshot(), c.trace.id, 0)
 		if s, at, ok := t.serverHelloSuite(c); ok && s == quic.TLS_AES_128_CCM_8_SHA256 {
-			t.Fail("negotiated", t.sc.Requirements[1], "The server's ServerHello selected TLS_AES_128_CCM_8_SHA256, a suite with no QUIC header protection scheme.", events(Response, at)...)
+			t.Fail(
+				"negotiated",
+				t.sc.Requirements[1],
+				"The server's ServerHello selected TLS_AES_128_CCM_8_SHA256, a suite with no QUIC header protection scheme.",
+				events(Response, at)...)
 			return
 		}
 		if err != nil {
 			if cl := firstClose(ps); cl != nil {
-				t.Fail("accepted", t.sc.Requirements[0], fmt.Sprintf("The server closed the handshake (%s) because the ClientHello offered TLS_AES_128_CCM_8_SHA256 first, although TLS_AES_128_GCM_SHA256 was offered too.", closeCode(cl.closeFrame())), events(Response, cl)...)
+				t.Fail(
+					"accepted",
+					t.sc.Requirements[0],
+					fmt.Sprintf(
+						"The server closed the handshake (%s) because the ClientHello offered TLS_AES_128_CCM_8_SHA256 first, although TLS_AES_128_GCM_SHA256 was offered too.",
+						closeCode(cl.closeFrame()),
+					),
+					events(Response, cl)...)
 				return
 			}
 			t.dialFailure(c, err)
 			return
 		}
 		defer c.Close(0, "")
-		t.Pass("accepted", t.sc.Requirements[0], fmt.Sprintf("The server ignored the unsupported TLS_AES_128_CCM_8_SHA256 and completed the handshake with %s.", tls.CipherSuiteName(c.ConnectionState().CipherSuite)), events(Response, lastN(ps, 1)...)...)
+		t.Pass(
+			"accepted",
+			t.sc.Requirements[0],
+			fmt.Sprintf(
+				"The server ignored the unsupported TLS_AES_128_CCM_8_SHA256 and completed the handshake with %s.",
+				tls.CipherSuiteName(c.ConnectionState().CipherSuite),
+			),
+			events(Response, lastN(ps, 1)...)...)
 	})
 }
 
@@ -1309,7 +1556,11 @@ func runTLSHandshakeKeysDiscarded(ctx context.Context, t *T) {
 		}
 		for _, f := range p.frames {
 			if a, ok := f.(*wire.AckFrame); ok && a.Acks(pn) {
-				t.Fail("discarded", req, "After HANDSHAKE_DONE the server still acknowledged a Handshake packet, so it kept its Handshake keys.", evidence(events(Trigger, trig), events(Response, p))...)
+				t.Fail(
+					"discarded",
+					req,
+					"After HANDSHAKE_DONE the server still acknowledged a Handshake packet, so it kept its Handshake keys.",
+					evidence(events(Trigger, trig), events(Response, p))...)
 				return
 			}
 		}
@@ -1360,11 +1611,27 @@ func init() {
 		Requirements: []Requirement{rfc9001("4.2", Must, "An endpoint MUST terminate the connection if a version of TLS older than 1.3 is negotiated.")},
 		Run:          runTLSVersionBelow13,
 	})
-	registerHelloWithout("tls-missing-tp-extension", "ClientHello without quic_transport_parameters", extQUICTransportParams, "quic_transport_parameters", 109, // missing_extension
-		rfc9001("8.2", Must, "endpoints that receive ClientHello or EncryptedExtensions messages without the quic_transport_parameters extension MUST close the connection with an error of type 0x016d"))
+	registerHelloWithout(
+		"tls-missing-tp-extension",
+		"ClientHello without quic_transport_parameters",
+		extQUICTransportParams,
+		"quic_transport_parameters",
+		109, // missing_extension
+		rfc9001(
+			"8.2",
+			Must,
+			"endpoints that receive ClientHello or EncryptedExtensions messages without the quic_transport_parameters extension MUST close the connection with an error of type 0x016d",
+		),
+	)
 	Register(&Scenario{
 		ID: "tls-compat-session-id", Title: "ClientHello with a 32-byte legacy_session_id", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("8.4", Should, "A server SHOULD treat the receipt of a TLS ClientHello with a non-empty legacy_session_id field as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9001(
+				"8.4",
+				Should,
+				"A server SHOULD treat the receipt of a TLS ClientHello with a non-empty legacy_session_id field as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			rc, mark := t.helloExchange(ctx, "legacy_session_id", func(h *rawquic.ClientHello) error {
 				h.SessionID = randomBytes(32)
@@ -1390,13 +1657,21 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "tls-key-update-bogus-phase", Title: "Flipped Key Phase on a packet that cannot be opened", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("5.5", Must, "a packet that appears to trigger a key update but cannot be unprotected successfully MUST be discarded.")},
-		Run:          runKeyUpdateBogusPhase,
+		Requirements: []Requirement{
+			rfc9001("5.5", Must, "a packet that appears to trigger a key update but cannot be unprotected successfully MUST be discarded."),
+		},
+		Run: runKeyUpdateBogusPhase,
 	})
 	Register(&Scenario{
 		ID: "tls-key-update-old-keys-after-new", Title: "Old keys on a higher packet number after a key update", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("6.4", Must, "An endpoint that successfully removes protection with old keys when newer keys were used for packets with lower packet numbers MUST treat this as a connection error of type KEY_UPDATE_ERROR.")},
-		Run:          runKeyUpdateOldKeysAfterNew,
+		Requirements: []Requirement{
+			rfc9001(
+				"6.4",
+				Must,
+				"An endpoint that successfully removes protection with old keys when newer keys were used for packets with lower packet numbers MUST treat this as a connection error of type KEY_UPDATE_ERROR.",
+			),
+		},
+		Run: runKeyUpdateOldKeysAfterNew,
 	})
 	Register(&Scenario{
 		ID: "tls-key-update-client", Title: "The server follows a key update the tester starts", Family: "B", Needs: []string{NeedApp, NeedLarge},
@@ -1410,8 +1685,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "tls-early-1rtt-not-processed", Title: "1-RTT request before the tester's Finished", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("5.7", MustNot, "A server MUST NOT process incoming 1-RTT protected packets before the TLS handshake is complete.")},
-		Run:          runEarly1RTTNotProcessed,
+		Requirements: []Requirement{
+			rfc9001("5.7", MustNot, "A server MUST NOT process incoming 1-RTT protected packets before the TLS handshake is complete."),
+		},
+		Run: runEarly1RTTNotProcessed,
 	})
 	Register(&Scenario{
 		ID: "tls-initial-keys-discarded", Title: "Initial packet after the server processed a Handshake packet", Family: "B", Needs: []string{NeedApp},
@@ -1424,15 +1701,25 @@ func init() {
 	Register(&Scenario{
 		ID: "tls-crypto-extends-old-level", Title: "Initial CRYPTO data past the ClientHello after the server's Handshake flight", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9001("4.1.3", MustNot, "If the packet is from a previously installed encryption level, it MUST NOT contain data that extends past the end of previously received data in that flow."),
+			rfc9001(
+				"4.1.3",
+				MustNot,
+				"If the packet is from a previously installed encryption level, it MUST NOT contain data that extends past the end of previously received data in that flow.",
+			),
 			rfc9001("4.1.3", Must, "Implementations MUST treat any violations of this requirement as a connection error of type PROTOCOL_VIOLATION."),
 		},
 		Run: runCryptoExtendsOldLevel,
 	})
 	Register(&Scenario{
 		ID: "tls-trailing-crypto-data", Title: "ClientHello followed by the start of another message", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("4.1.3", Must, "if there is data from a previous encryption level that TLS has not consumed, this MUST be treated as a connection error of type PROTOCOL_VIOLATION.")},
-		Run:          runTrailingCryptoData,
+		Requirements: []Requirement{
+			rfc9001(
+				"4.1.3",
+				Must,
+				"if there is data from a previous encryption level that TLS has not consumed, this MUST be treated as a connection error of type PROTOCOL_VIOLATION.",
+			),
+		},
+		Run: runTrailingCryptoData,
 	})
 	Register(&Scenario{
 		ID: "tls-resumption", Title: "Session resumption", Family: "B", Needs: []string{NeedApp}, PassOnly: true,
@@ -1441,25 +1728,43 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "tls-ticket-max-early-data", Title: "max_early_data_size is 0xffffffff", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("4.6.1", MustNot, "Servers MUST NOT send the early_data extension with a max_early_data_size field set to any value other than 0xffffffff.")},
-		Run:          runTLSTicketMaxEarlyData,
+		Requirements: []Requirement{
+			rfc9001(
+				"4.6.1",
+				MustNot,
+				"Servers MUST NOT send the early_data extension with a max_early_data_size field set to any value other than 0xffffffff.",
+			),
+		},
+		Run: runTLSTicketMaxEarlyData,
 	})
 	Register(&Scenario{
 		ID: "tls-0rtt-accepted", Title: "0-RTT request accepted and acknowledged in 1-RTT", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9000("13.2.6", Must, "Packets that a client sends with 0-RTT packet protection MUST be acknowledged by the server in packets protected by 1-RTT keys."),
+			rfc9000(
+				"13.2.6",
+				Must,
+				"Packets that a client sends with 0-RTT packet protection MUST be acknowledged by the server in packets protected by 1-RTT keys.",
+			),
 			rfc9001("5.6", MustNot, "A server MUST NOT use 0-RTT keys to protect packets"),
 		},
 		Run: runTLS0RTTAccepted,
 	})
 	Register(&Scenario{
 		ID: "tls-0rtt-tp-not-reduced", Title: "Remembered limits not reduced when 0-RTT is accepted", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("7.4.1", MustNot, "If 0-RTT data is accepted by the server, the server MUST NOT reduce any limits or alter any values that might be violated by the client with its 0-RTT data.")},
-		Run:          runTLS0RTTTPNotReduced,
+		Requirements: []Requirement{
+			rfc9000(
+				"7.4.1",
+				MustNot,
+				"If 0-RTT data is accepted by the server, the server MUST NOT reduce any limits or alter any values that might be violated by the client with its 0-RTT data.",
+			),
+		},
+		Run: runTLS0RTTTPNotReduced,
 	})
 	Register(&Scenario{
 		ID: "tls-crypto-in-0rtt", Title: "CRYPTO frame in a 0-RTT packet", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("8.3", Must, "A server MUST treat receipt of a CRYPTO frame in a 0-RTT packet as a connection error of type PROTOCOL_VIOLATION.")},
+		Requirements: []Requirement{
+			rfc9001("8.3", Must, "A server MUST treat receipt of a CRYPTO frame in a 0-RTT packet as a connection error of type PROTOCOL_VIOLATION."),
+		},
 		Run: func(ctx context.Context, t *T) {
 			t.provoke0RTT(ctx, func(*resumption) (wire.Frame, Expectation) {
 				return &wire.CryptoFrame{Offset: 0, Data: []byte{tlsKeyUpdate, 0, 0, 1, 0}}, Expectation{
@@ -1470,15 +1775,23 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "tls-0rtt-limit-violation", Title: "0-RTT data beyond the remembered stream limit", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9000("17.2.3", Should, "A server SHOULD treat a violation of remembered limits … as a connection error of an appropriate type")},
-		Run:          runTLS0RTTLimitViolation,
+		Requirements: []Requirement{
+			rfc9000("17.2.3", Should, "A server SHOULD treat a violation of remembered limits … as a connection error of an appropriate type"),
+		},
+		Run: runTLS0RTTLimitViolation,
 	})
 	// Family B, TLS (docs/scenarios.md): tls-hello-retry-request.
 	Register(&Scenario{
 		ID: "tls-hello-retry-request", Title: "HelloRetryRequest for a key share the server does not prefer", Family: "B",
 		Needs: []string{NeedApp}, PassOnly: true,
-		Requirements: []Requirement{rfc9001("4.7", Descriptive, "From the perspective of QUIC, HelloRetryRequest is not differentiated from other cryptographic handshake messages that are carried in Initial packets.")},
-		Run:          runTLSHelloRetryRequest,
+		Requirements: []Requirement{
+			rfc9001(
+				"4.7",
+				Descriptive,
+				"From the perspective of QUIC, HelloRetryRequest is not differentiated from other cryptographic handshake messages that are carried in Initial packets.",
+			),
+		},
+		Run: runTLSHelloRetryRequest,
 	})
 	// Family B, 0-RTT on the raw client (docs/scenarios.md):
 	// tls-0rtt-rejected-not-processed and tls-0rtt-keys-discarded. The engine
@@ -1494,16 +1807,30 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "tls-0rtt-keys-discarded", Title: "0-RTT keys discarded after the first 1-RTT packet", Family: "B",
-		Needs:        []string{NeedApp, "0rtt"},
-		Requirements: []Requirement{rfc9001("4.9.3", Recommended, "After receiving a 1-RTT packet, servers MUST discard 0-RTT keys within a short time; the RECOMMENDED time period is three times the Probe Timeout")},
-		Run:          runTLS0RTTKeysDiscarded,
+		Needs: []string{NeedApp, "0rtt"},
+		Requirements: []Requirement{
+			rfc9001(
+				"4.9.3",
+				Recommended,
+				"After receiving a 1-RTT packet, servers MUST discard 0-RTT keys within a short time; the RECOMMENDED time period is three times the Probe Timeout",
+			),
+		},
+		Run: runTLS0RTTKeysDiscarded,
 	})
 	Register(&Scenario{
 		ID: "tls-server-key-update", Title: "Key updates the server starts", Family: "B", Needs: []string{NeedApp, NeedLarge}, Long: true,
 		Requirements: []Requirement{
 			rfc9001("6.1", MustNot, "An endpoint MUST NOT initiate a key update prior to having confirmed the handshake"),
-			rfc9001("6.1", MustNot, "An endpoint MUST NOT initiate a subsequent key update unless it has received an acknowledgment for a packet that was sent protected with keys from the current key phase."),
-			rfc9001("6.4", Must, "Packets with higher packet numbers MUST be protected with either the same or newer packet protection keys than packets with lower packet numbers."),
+			rfc9001(
+				"6.1",
+				MustNot,
+				"An endpoint MUST NOT initiate a subsequent key update unless it has received an acknowledgment for a packet that was sent protected with keys from the current key phase.",
+			),
+			rfc9001(
+				"6.4",
+				Must,
+				"Packets with higher packet numbers MUST be protected with either the same or newer packet protection keys than packets with lower packet numbers.",
+			),
 		},
 		Run: runServerKeyUpdate,
 	})
@@ -1525,13 +1852,19 @@ func init() {
 	}
 	Register(&Scenario{
 		ID: "tls-ccm8-only", Title: "Only TLS_AES_128_CCM_8_SHA256 offered", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("5.3", MustNot, "A cipher suite MUST NOT be negotiated unless a header protection scheme is defined for the cipher suite.")},
-		Run:          runCCM8Only,
+		Requirements: []Requirement{
+			rfc9001("5.3", MustNot, "A cipher suite MUST NOT be negotiated unless a header protection scheme is defined for the cipher suite."),
+		},
+		Run: runCCM8Only,
 	})
 	Register(&Scenario{
 		ID: "tls-ccm8-offered-first", Title: "TLS_AES_128_CCM_8_SHA256 offered first", Family: "B", Needs: []string{NeedApp},
 		Requirements: []Requirement{
-			rfc9001("5.3", MustNot, "An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.  This also applies to TLS_AES_128_CCM_8_SHA256."),
+			rfc9001(
+				"5.3",
+				MustNot,
+				"An endpoint MUST NOT reject a ClientHello that offers a cipher suite that it does not support, or it would be impossible to deploy a new cipher suite.  This also applies to TLS_AES_128_CCM_8_SHA256.",
+			),
 			rfc9001("5.3", MustNot, "A cipher suite MUST NOT be negotiated unless a header protection scheme is defined for the cipher suite."),
 		},
 		Run: runCCM8OfferedFirst,
@@ -1540,7 +1873,13 @@ func init() {
 	// scenarios the current hooks and the raw client can drive.
 	Register(&Scenario{
 		ID: "tls-alpn-unknown", Title: "Only an unknown ALPN offered", Family: "B", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc9001("8.1", Must, "When using ALPN, endpoints MUST immediately close a connection … with a no_application_protocol TLS alert … if an application protocol is not negotiated.")},
+		Requirements: []Requirement{
+			rfc9001(
+				"8.1",
+				Must,
+				"When using ALPN, endpoints MUST immediately close a connection … with a no_application_protocol TLS alert … if an application protocol is not negotiated.",
+			),
+		},
 		Run: func(ctx context.Context, t *T) {
 			t.ProvokeHandshake(ctx, DialOptions{Label: "alpn", ALPN: []string{"quiver-unknown-alpn"}}, Expectation{
 				Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.CryptoError(120)),

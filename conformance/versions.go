@@ -31,15 +31,31 @@ func runVNUnknownVersion(ctx context.Context, t *T) {
 	trig, vns := vnProbe(ctx, t, "reserved-version", randomBytes(8), randomBytes(8), 1200)
 	switch {
 	case len(vns) > 1:
-		t.Fail("one-vn", reqVNOnce, fmt.Sprintf("The server sent %d Version Negotiation packets in response to one datagram.", len(vns)), evidence(events(Trigger, trig), events(Response, vns...))...)
+		t.Fail(
+			"one-vn",
+			reqVNOnce,
+			fmt.Sprintf("The server sent %d Version Negotiation packets in response to one datagram.", len(vns)),
+			evidence(events(Trigger, trig), events(Response, vns...))...)
 	case len(vns) == 1:
 		vnFacts(t, vns[0])
-		t.Pass("vn", reqVNShould, fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].frameNames())), evidence(events(Trigger, trig), events(Response, vns[0]))...)
+		t.Pass(
+			"vn",
+			reqVNShould,
+			fmt.Sprintf("The server answered a reserved version with one Version Negotiation packet listing %d version(s).", len(vns[0].frameNames())),
+			evidence(events(Trigger, trig), events(Response, vns[0]))...)
 	default:
 		if ok, msg := t.Control(ctx); !ok {
 			t.Inconclusive("No Version Negotiation came back, and " + msg + ".")
 		}
-		t.Warn("vn", reqVNShould, fmt.Sprintf("No Version Negotiation came back within %v for a 1200-byte Initial of version 0x%08x, although a normal handshake succeeded.", t.Settle().Round(time.Millisecond), uint32(reservedVersion)), events(Trigger, trig)...)
+		t.Warn(
+			"vn",
+			reqVNShould,
+			fmt.Sprintf(
+				"No Version Negotiation came back within %v for a 1200-byte Initial of version 0x%08x, although a normal handshake succeeded.",
+				t.Settle().Round(time.Millisecond),
+				uint32(reservedVersion),
+			),
+			events(Trigger, trig)...)
 	}
 }
 
@@ -54,22 +70,55 @@ func runVNEcho(ctx context.Context, t *T, dcid, scid []byte, long bool) {
 		if len(plain) == 0 {
 			t.Unsupported("The server sends no Version Negotiation packets at all.", events(Trigger, trig)...)
 		}
-		t.Warn("read-long-cids", t.sc.Requirements[1], fmt.Sprintf("The server answered an unknown version with 8-byte IDs but not with a %d-byte Destination and %d-byte Source Connection ID.", len(dcid), len(scid)), evidence(events(Trigger, trig), events(Context, plain[0]))...)
+		t.Warn(
+			"read-long-cids",
+			t.sc.Requirements[1],
+			fmt.Sprintf(
+				"The server answered an unknown version with 8-byte IDs but not with a %d-byte Destination and %d-byte Source Connection ID.",
+				len(dcid),
+				len(scid),
+			),
+			evidence(events(Trigger, trig), events(Context, plain[0]))...)
 		return
 	}
 	vn := vns[0]
 	ev := evidence(events(Trigger, trig), events(Response, vn))
 	reqSCID, reqDCID := t.sc.Requirements[0], reqVNEchoDCID
 	if !bytes.Equal(vn.dcid, scid) {
-		t.Fail("dcid-echo", reqSCID, fmt.Sprintf("The Version Negotiation packet's Destination Connection ID is %x (%d bytes), not the tester's Source Connection ID %x (%d bytes).", vn.dcid, len(vn.dcid), scid, len(scid)), ev...)
+		t.Fail(
+			"dcid-echo",
+			reqSCID,
+			fmt.Sprintf(
+				"The Version Negotiation packet's Destination Connection ID is %x (%d bytes), not the tester's Source Connection ID %x (%d bytes).",
+				vn.dcid,
+				len(vn.dcid),
+				scid,
+				len(scid),
+			),
+			ev...)
 	} else {
 		t.Pass("dcid-echo", reqSCID, fmt.Sprintf("The Version Negotiation packet echoes the tester's %d-byte Source Connection ID as its Destination Connection ID.", len(scid)), ev...)
 	}
 	if long {
-		reqDCID = rfc("RFC 8999", "6", Must, "An endpoint MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field.")
+		reqDCID = rfc(
+			"RFC 8999",
+			"6",
+			Must,
+			"An endpoint MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field.",
+		)
 	}
 	if !bytes.Equal(vn.scid, dcid) {
-		t.Fail("scid-echo", reqDCID, fmt.Sprintf("The Version Negotiation packet's Source Connection ID is %x (%d bytes), not the tester's Destination Connection ID %x (%d bytes).", vn.scid, len(vn.scid), dcid, len(dcid)), ev...)
+		t.Fail(
+			"scid-echo",
+			reqDCID,
+			fmt.Sprintf(
+				"The Version Negotiation packet's Source Connection ID is %x (%d bytes), not the tester's Destination Connection ID %x (%d bytes).",
+				vn.scid,
+				len(vn.scid),
+				dcid,
+				len(dcid),
+			),
+			ev...)
 	} else {
 		t.Pass("scid-echo", reqDCID, fmt.Sprintf("The Version Negotiation packet echoes the tester's %d-byte Destination Connection ID as its Source Connection ID.", len(dcid)), ev...)
 	}
@@ -79,7 +128,14 @@ func runVNSmallDatagram(ctx context.Context, t *T) {
 	trig, vns := vnProbe(ctx, t, "small", randomBytes(8), randomBytes(8), 600)
 	req := t.sc.Requirements[0]
 	if len(vns) > 0 {
-		t.Fail("drop", req, fmt.Sprintf("The server answered a %d-byte datagram of an unsupported version with Version Negotiation; it must drop datagrams under 1200 bytes.", trig.ev.Size), evidence(events(Trigger, trig), events(Response, vns[0]))...)
+		t.Fail(
+			"drop",
+			req,
+			fmt.Sprintf(
+				"The server answered a %d-byte datagram of an unsupported version with Version Negotiation; it must drop datagrams under 1200 bytes.",
+				trig.ev.Size,
+			),
+			evidence(events(Trigger, trig), events(Response, vns[0]))...)
 		return
 	}
 	t.requireControl(ctx, "The server stayed silent after the 600-byte datagram")
@@ -100,12 +156,20 @@ func runVNNoReplyToVN(ctx context.Context, t *T) {
 	req := t.sc.Requirements[0]
 	for _, p := range received(t.rec.snapshot(), rc.trace.id, 0) {
 		if p != trig && p.ev.PacketType == "version_negotiation" {
-			t.Fail("no-vn", req, "The server answered a Version Negotiation packet with a Version Negotiation packet.", evidence(events(Trigger, trig), events(Response, p))...)
+			t.Fail(
+				"no-vn",
+				req,
+				"The server answered a Version Negotiation packet with a Version Negotiation packet.",
+				evidence(events(Trigger, trig), events(Response, p))...)
 			return
 		}
 	}
 	t.requireControl(ctx, "The server stayed silent after the Version Negotiation packet")
-	t.Pass("no-vn", req, fmt.Sprintf("The server did not answer a %d-byte Version Negotiation packet, while a normal handshake succeeded.", len(pkt)), events(Trigger, trig)...)
+	t.Pass(
+		"no-vn",
+		req,
+		fmt.Sprintf("The server did not answer a %d-byte Version Negotiation packet, while a normal handshake succeeded.", len(pkt)),
+		events(Trigger, trig)...)
 }
 
 func runV2Handshake(ctx context.Context, t *T) {
@@ -130,11 +194,19 @@ func runV2Handshake(ctx context.Context, t *T) {
 	}
 	switch {
 	case len(wrong) > 0:
-		t.Fail("negotiated-version", reqV2Negotiated, fmt.Sprintf("After answering in v2 the server sent a Handshake packet of version 0x%08x.", wrong[0].ev.Version), events(Response, wrong[0])...)
+		t.Fail(
+			"negotiated-version",
+			reqV2Negotiated,
+			fmt.Sprintf("After answering in v2 the server sent a Handshake packet of version 0x%08x.", wrong[0].ev.Version),
+			events(Response, wrong[0])...)
 	case len(v2) == 0:
 		t.Check("negotiated-version", Inconclusive, reqV2Negotiated, "The tester saw no long-header packet from the server carrying v2.")
 	default:
-		t.Pass("negotiated-version", reqV2Negotiated, fmt.Sprintf("All %d server Initial and Handshake packets carried v2.", len(v2)), events(Response, lastN(v2, 2)...)...)
+		t.Pass(
+			"negotiated-version",
+			reqV2Negotiated,
+			fmt.Sprintf("All %d server Initial and Handshake packets carried v2.", len(v2)),
+			events(Response, lastN(v2, 2)...)...)
 	}
 	if answered {
 		t.Pass("v2-transfer", reqV2Implements, "The small resource was fetched over v2: "+detail+".")
@@ -162,7 +234,11 @@ func runV2VersionInformation(ctx context.Context, t *T) {
 		case tp == nil:
 			t.Check("version_information "+c.trace.label, Inconclusive, req, "The server's transport parameters could not be read.")
 		case !tp.HasVersionInformation:
-			t.Fail("version_information "+c.trace.label, req, fmt.Sprintf("The server accepts v2 but sent no version_information on its %s connection.", c.trace.label))
+			t.Fail(
+				"version_information "+c.trace.label,
+				req,
+				fmt.Sprintf("The server accepts v2 but sent no version_information on its %s connection.", c.trace.label),
+			)
 		default:
 			var av []string
 			for _, v := range tp.VersionInformation.Available {
@@ -181,7 +257,12 @@ func runV2VersionInformation(ctx context.Context, t *T) {
 var (
 	reqV2CryptoNegotiated = rfc("RFC 9369", "4.1", Must, "The server MUST send all CRYPTO frames using the negotiated version.")
 	reqV2RetryOriginal    = rfc("RFC 9369", "4.1", Must, "If the server sends a Retry packet, it MUST use the original version.")
-	reqV2RetryTP          = rfc("RFC 9369", "4.1", Must, "After switching to a negotiated version after a Retry, the server MUST include the relevant transport parameters to validate that the server sent the Retry")
+	reqV2RetryTP          = rfc(
+		"RFC 9369",
+		"4.1",
+		Must,
+		"After switching to a negotiated version after a Retry, the server MUST include the relevant transport parameters to validate that the server sent the Retry",
+	)
 	// reqVNChosenServer is RFC 9368 §4 ("Version Downgrade Prevention").
 	// The project's specs folder does not keep RFC 9368, so the check
 	// reports observed (docs/conformance-model.md, Requirements). The sentence below was compared
@@ -193,12 +274,22 @@ var (
 	// differ, the server MUST close the connection with a version
 	// negotiation error." Once rfc9368.md is in the specs folder this can
 	// become rfc("RFC 9368", "4", Must, …) and judge.
-	reqVNChosenServer = fromKnowledge("RFC 9368", "4", Must, "When the server then processes the client's Version Information, the server MUST validate that the client's Chosen Version matches the version in use for the connection. If the two differ, the server MUST close the connection with a version negotiation error.")
+	reqVNChosenServer = fromKnowledge(
+		"RFC 9368",
+		"4",
+		Must,
+		"When the server then processes the client's Version Information, the server MUST validate that the client's Chosen Version matches the version in use for the connection. If the two differ, the server MUST close the connection with a version negotiation error.",
+	)
 	// reqVNChosenNegotiated is the server side of RFC 9368 §4's "the
 	// version in use for the connection is the version that the server
 	// sent in the Chosen Version field of its Version Information" (same
 	// source, not in the specs folder).
-	reqVNChosenNegotiated = fromKnowledge("RFC 9368", "4", Must, "clients MUST validate that the server's Chosen Version is equal to the Negotiated Version; if they do not match, the client MUST close the connection with a version negotiation error.")
+	reqVNChosenNegotiated = fromKnowledge(
+		"RFC 9368",
+		"4",
+		Must,
+		"clients MUST validate that the server's Chosen Version is equal to the Negotiated Version; if they do not match, the client MUST close the connection with a version negotiation error.",
+	)
 )
 
 // longHeaderSeen is one long-header packet as its header reads, before any
@@ -246,7 +337,10 @@ func upgradeOffer(label string, log *longHeaderLog) DialOptions {
 	return DialOptions{Label: label, Versions: []uint32{quic.Version1, quic.Version2}, Probe: quic.Probe{
 		TransportParameters: func(p *wire.TransportParameters) {
 			p.HasVersionInformation = true
-			p.VersionInformation = wire.VersionInformation{Chosen: wire.Version(quic.Version1), Available: []wire.Version{wire.Version(quic.Version2), wire.Version(quic.Version1)}}
+			p.VersionInformation = wire.VersionInformation{
+				Chosen:    wire.Version(quic.Version1),
+				Available: []wire.Version{wire.Version(quic.Version2), wire.Version(quic.Version1)},
+			}
 		},
 		DropIncoming: log.observe,
 	}}
@@ -353,12 +447,23 @@ func (t *T) judgeUpgradeChecks(c *Conn, err error, j upgradeJudgement) {
 	t.Fact("version.compatible-upgrade", "v1→v2 when offered")
 	reqCrypto, reqHS := t.sc.Requirements[0], t.sc.Requirements[1]
 	if j.v1Crypto != nil {
-		t.Fail("crypto-version", reqCrypto, "The server switched the connection to v2 but sent CRYPTO data in a v1 packet; every CRYPTO frame must use the negotiated version.", events(Response, j.v1Crypto)...)
+		t.Fail(
+			"crypto-version",
+			reqCrypto,
+			"The server switched the connection to v2 but sent CRYPTO data in a v1 packet; every CRYPTO frame must use the negotiated version.",
+			events(Response, j.v1Crypto)...)
 	} else {
 		t.Pass("crypto-version", reqCrypto, fmt.Sprintf("The server switched to v2 and sent its CRYPTO data only in v2 packets (%d Initial packets with CRYPTO).", j.initials))
 	}
 	if j.v1Handshake != nil {
-		t.Fail("handshake-version", reqHS, fmt.Sprintf("The server switched the connection to v2 but sent a Handshake packet whose header says v1 (%v); Handshake packets must use the negotiated version.", *j.v1Handshake))
+		t.Fail(
+			"handshake-version",
+			reqHS,
+			fmt.Sprintf(
+				"The server switched the connection to v2 but sent a Handshake packet whose header says v1 (%v); Handshake packets must use the negotiated version.",
+				*j.v1Handshake,
+			),
+		)
 	} else if j.handshakes > 0 {
 		t.Pass("handshake-version", reqHS, fmt.Sprintf("All %d server Handshake packets carried v2.", j.handshakes))
 	} else {
@@ -369,9 +474,17 @@ func (t *T) judgeUpgradeChecks(c *Conn, err error, j upgradeJudgement) {
 	case tp == nil:
 		t.Check("chosen-version", Inconclusive, t.sc.Requirements[2], "The server's transport parameters could not be read.")
 	case !tp.HasVersionInformation:
-		t.Fail("chosen-version", t.sc.Requirements[2], "The server switched to v2 but sent no version_information, so the client cannot confirm the negotiated version.")
+		t.Fail(
+			"chosen-version",
+			t.sc.Requirements[2],
+			"The server switched to v2 but sent no version_information, so the client cannot confirm the negotiated version.",
+		)
 	case uint32(tp.VersionInformation.Chosen) != quic.Version2:
-		t.Fail("chosen-version", t.sc.Requirements[2], fmt.Sprintf("The server switched to v2 but its version_information names 0x%08x as Chosen Version.", uint32(tp.VersionInformation.Chosen)))
+		t.Fail(
+			"chosen-version",
+			t.sc.Requirements[2],
+			fmt.Sprintf("The server switched to v2 but its version_information names 0x%08x as Chosen Version.", uint32(tp.VersionInformation.Chosen)),
+		)
 	default:
 		t.Pass("chosen-version", t.sc.Requirements[2], "The server's version_information names v2 as Chosen Version.")
 	}
@@ -396,7 +509,11 @@ func runV2RetryOriginalVersion(ctx context.Context, t *T) {
 	t.Fact("retry.policy", "retry on first contact")
 	req := t.sc.Requirements[0]
 	if retry.version != quic.Version1 {
-		t.Fail("retry-version", req, fmt.Sprintf("The client started in v1 and offered v2, but the server's Retry came in version 0x%08x; the client ignores it.", retry.version))
+		t.Fail(
+			"retry-version",
+			req,
+			fmt.Sprintf("The client started in v1 and offered v2, but the server's Retry came in version 0x%08x; the client ignores it.", retry.version),
+		)
 		return
 	}
 	t.Pass("retry-version", req, "The server's Retry used the original version, v1.")
@@ -414,11 +531,20 @@ func runV2RetryOriginalVersion(ctx context.Context, t *T) {
 	tp := c.TransportParameters()
 	switch {
 	case tp == nil:
-		t.Check("retry-tp", Inconclusive, reqTP, fmt.Sprintf("The server switched to v2 after a Retry, but its transport parameters could not be read (%v).", err))
+		t.Check(
+			"retry-tp",
+			Inconclusive,
+			reqTP,
+			fmt.Sprintf("The server switched to v2 after a Retry, but its transport parameters could not be read (%v).", err),
+		)
 	case !tp.HasRetrySourceConnectionID:
 		t.Fail("retry-tp", reqTP, "The server switched to v2 after a Retry but its transport parameters lack retry_source_connection_id.")
 	case string(tp.RetrySourceConnectionID) != string(retry.scid):
-		t.Fail("retry-tp", reqTP, fmt.Sprintf("The server switched to v2 after a Retry from %x, but its retry_source_connection_id is %x.", retry.scid, tp.RetrySourceConnectionID))
+		t.Fail(
+			"retry-tp",
+			reqTP,
+			fmt.Sprintf("The server switched to v2 after a Retry from %x, but its retry_source_connection_id is %x.", retry.scid, tp.RetrySourceConnectionID),
+		)
 	default:
 		t.Pass("retry-tp", reqTP, "After a v1 Retry and the switch to v2, the server's retry_source_connection_id matches the Retry's Source Connection ID.")
 	}
@@ -442,7 +568,10 @@ func runVNChosenVersionMismatch(ctx context.Context, t *T) {
 	// close with TRANSPORT_PARAMETER_ERROR instead.
 	o := DialOptions{Label: "chosen v2 in v1", Probe: quic.Probe{TransportParameters: func(p *wire.TransportParameters) {
 		p.HasVersionInformation = true
-		p.VersionInformation = wire.VersionInformation{Chosen: wire.Version(quic.Version2), Available: []wire.Version{wire.Version(quic.Version2), wire.Version(quic.Version1)}}
+		p.VersionInformation = wire.VersionInformation{
+			Chosen:    wire.Version(quic.Version2),
+			Available: []wire.Version{wire.Version(quic.Version2), wire.Version(quic.Version1)},
+		}
 	}}}
 	e := Expectation{Check: "close", Req: t.sc.Requirements[0], Codes: transportCodes(wire.VersionNegotiationError),
 		Describe: "a v1 Initial whose version_information names v2 as Chosen Version"}
@@ -483,9 +612,17 @@ func runV2CrossVersionTicket(ctx context.Context, t *T) {
 	case acc:
 		t.Fail("cross-version", req, "In QUIC version 2 the server accepted early data under a ticket issued on a version 1 connection.")
 	case resumed:
-		t.Fail("cross-version", req, "In QUIC version 2 the server resumed a session whose ticket was issued on a version 1 connection (no Certificate message).")
+		t.Fail(
+			"cross-version",
+			req,
+			"In QUIC version 2 the server resumed a session whose ticket was issued on a version 1 connection (no Certificate message).",
+		)
 	default:
-		t.Pass("cross-version", req, "In QUIC version 2 the server answered a ticket issued on a version 1 connection with a full handshake, and did not accept early data.")
+		t.Pass(
+			"cross-version",
+			req,
+			"In QUIC version 2 the server answered a ticket issued on a version 1 connection with a full handshake, and did not accept early data.",
+		)
 	}
 }
 
@@ -505,8 +642,17 @@ func init() {
 	Register(&Scenario{
 		ID: "vn-long-connection-ids", Title: "Version Negotiation with 40- and 32-byte connection IDs", Family: "A",
 		Requirements: []Requirement{
-			rfc("RFC 8999", "6", Must, "An endpoint MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field."),
-			rfc9000("17.2", Should, "In order to properly form a Version Negotiation packet, servers SHOULD be able to read longer connection IDs from other QUIC versions."),
+			rfc(
+				"RFC 8999",
+				"6",
+				Must,
+				"An endpoint MUST include the value from the Source Connection ID field of the packet it receives in the Destination Connection ID field.",
+			),
+			rfc9000(
+				"17.2",
+				Should,
+				"In order to properly form a Version Negotiation packet, servers SHOULD be able to read longer connection IDs from other QUIC versions.",
+			),
 		},
 		Run: func(ctx context.Context, t *T) {
 			runVNEcho(ctx, t, randomBytes(40), randomBytes(32), true)
@@ -519,8 +665,10 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "vn-no-reply-to-vn", Title: "No Version Negotiation in reply to Version Negotiation", Family: "A",
-		Requirements: []Requirement{rfc9000("6.1", MustNot, "An endpoint MUST NOT send a Version Negotiation packet in response to receiving a Version Negotiation packet.")},
-		Run:          runVNNoReplyToVN,
+		Requirements: []Requirement{
+			rfc9000("6.1", MustNot, "An endpoint MUST NOT send a Version Negotiation packet in response to receiving a Version Negotiation packet."),
+		},
+		Run: runVNNoReplyToVN,
 	})
 	Register(&Scenario{
 		ID: "v2-handshake", Title: "QUIC version 2 handshake", Family: "A",
@@ -530,9 +678,16 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "v2-version-information", Title: "version_information sent by a v2 server", Family: "A",
-		Needs:        []string{NeedV2},
-		Requirements: []Requirement{rfc("RFC 9369", "4", Must, "Any QUIC endpoint that supports QUIC version 2 MUST send, process, and validate the version_information transport parameter")},
-		Run:          runV2VersionInformation,
+		Needs: []string{NeedV2},
+		Requirements: []Requirement{
+			rfc(
+				"RFC 9369",
+				"4",
+				Must,
+				"Any QUIC endpoint that supports QUIC version 2 MUST send, process, and validate the version_information transport parameter",
+			),
+		},
+		Run: runV2VersionInformation,
 	})
 	Register(&Scenario{
 		ID: "v2-compatible-upgrade", Title: "Compatible upgrade from v1 to v2", Family: "A",
@@ -554,7 +709,14 @@ func init() {
 	})
 	Register(&Scenario{
 		ID: "v2-cross-version-ticket", Title: "A v1 ticket is not accepted in v2", Family: "A", Needs: []string{NeedApp},
-		Requirements: []Requirement{rfc("RFC 9369", "5", Must, "Servers MUST validate the originating version of any session ticket or token and not accept one issued from a different version.")},
-		Run:          runV2CrossVersionTicket,
+		Requirements: []Requirement{
+			rfc(
+				"RFC 9369",
+				"5",
+				Must,
+				"Servers MUST validate the originating version of any session ticket or token and not accept one issued from a different version.",
+			),
+		},
+		Run: runV2CrossVersionTicket,
 	})
 }

@@ -452,7 +452,14 @@ type ShortOpts struct {
 // shortPacket builds and protects a 1-RTT packet.
 func (rc *Client[P]) ShortPacket(frames []wire.Frame, o ShortOpts) ([]byte, uint64) {
 	// KeyPhase flips the bit of the current key phase.
-	h := wire.ShortHeader{DCID: o.DCID, ReservedBits: o.ReservedBits, ClearFixedBit: o.ClearFixed || rc.ClearQUICBit, KeyPhase: o.KeyPhase != (rc.WritePhase == 1), PNLen: o.PNLen, SpinBit: rc.Spin && rc.spinOut}
+	h := wire.ShortHeader{
+		DCID:          o.DCID,
+		ReservedBits:  o.ReservedBits,
+		ClearFixedBit: o.ClearFixed || rc.ClearQUICBit,
+		KeyPhase:      o.KeyPhase != (rc.WritePhase == 1),
+		PNLen:         o.PNLen,
+		SpinBit:       rc.Spin && rc.spinOut,
+	}
 	if h.DCID == nil {
 		h.DCID = rc.DCID
 	}

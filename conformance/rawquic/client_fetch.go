@@ -195,5 +195,10 @@ func (rc *Client[P]) Await(ctx context.Context, req *Request, d time.Duration) (
 	if s := rc.Stream(req.ID); s != nil {
 		got = s.Received()
 	}
-	return body, fmt.Errorf("the response on stream %d was incomplete after %v (%d bytes of the stream arrived in order)", req.ID, d.Round(time.Millisecond), got)
+	return body, fmt.Errorf(
+		"the response on stream %d was incomplete after %v (%d bytes of the stream arrived in order)",
+		req.ID,
+		d.Round(time.Millisecond),
+		got,
+	)
 }

@@ -27,7 +27,13 @@ func sampleReport() *conformance.Report {
 	flaky.FirstRun = &conformance.FirstRun{Verdict: conformance.Fail, Sentence: "timed out", Parallel: 6}
 	errored := r("sd-error", "D", conformance.ServerRole, conformance.Errored, "the tester could not connect")
 	errored.Error = "dial udp: connection refused"
-	long := r("sd-long", "D", conformance.ServerRole, conformance.Warn, "a sentence that goes on\nover lines and past the width of a table cell, so that the table must cut it short with an ellipsis at the end of its cell")
+	long := r(
+		"sd-long",
+		"D",
+		conformance.ServerRole,
+		conformance.Warn,
+		"a sentence that goes on\nover lines and past the width of a table cell, so that the table must cut it short with an ellipsis at the end of its cell",
+	)
 	return &conformance.Report{
 		Schema:      conformance.SchemaVersion,
 		ToolVersion: "0.0.0-test",

@@ -11,14 +11,29 @@ import (
 	"github.com/quiver-quic/quiver/conformance"
 )
 
-var verdictOrder = []conformance.Verdict{conformance.Pass, conformance.Fail, conformance.Warn, conformance.Unsupported, conformance.Inconclusive, conformance.Errored, conformance.Observed}
+var verdictOrder = []conformance.Verdict{
+	conformance.Pass,
+	conformance.Fail,
+	conformance.Warn,
+	conformance.Unsupported,
+	conformance.Inconclusive,
+	conformance.Errored,
+	conformance.Observed,
+}
 
 // WriteTable writes a terminal table grouped by family: each scenario with
 // its verdict and sentence, then the family's verdict counts, then the
 // totals.
 func WriteTable(w io.Writer, r *conformance.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "Quiver conformance %s against %s (ALPN %s), %s\n\n", r.ToolVersion, r.Target.Address, strings.Join(r.Target.ALPN, ","), r.Finished.Sub(r.Started).Round(time.Millisecond))
+	fmt.Fprintf(
+		tw,
+		"Quiver conformance %s against %s (ALPN %s), %s\n\n",
+		r.ToolVersion,
+		r.Target.Address,
+		strings.Join(r.Target.ALPN, ","),
+		r.Finished.Sub(r.Started).Round(time.Millisecond),
+	)
 	byFam := map[string][]conformance.Result{}
 	var fams []string
 	for _, res := range r.Results {
